@@ -1,0 +1,1 @@
+"""Analytical network backends (ASTRA-sim's astra-network-analytical)."""

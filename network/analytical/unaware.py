@@ -1,0 +1,27 @@
+"""Analytical congestion-unaware backend (ASTRA-sim: congestion_unaware).
+
+A message costs hops × latency + size / bandwidth in the lowest dimension in which source and
+destination differ, truncated once; there is no link state, so any number of messages may be
+in flight at once (docs/astra-sim-semantics.md §6.2).
+"""
+from __future__ import annotations
+
+from network.analytical.base import AnalyticalBackend
+
+
+class CongestionUnawareBackend(AnalyticalBackend):
+    name = "congestion-unaware"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._delay_cache: dict[tuple[int, int, int], int] = {}
+
+    def message_delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
+        k = (src, dst, size_bytes)
+        d = self._delay_cache.get(k)
+        if d is None:
+            d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
+        return d
+
+    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+        self.queue.schedule(self.message_delay_ns(src, dst, size_bytes), self._on_arrival, full)

@@ -1,0 +1,105 @@
+"""Network configuration: ASTRA-sim's analytical YAML keys, parsed once into a frozen object.
+
+Keys (each a list with one entry per dimension, or a scalar for a 1-D network):
+``topology`` (Ring | FullyConnected | Switch), ``npus_count`` (> 1), ``bandwidth`` (GB/s, > 0),
+``latency`` (ns, >= 0). Our additions: ``backend`` (a registered backend name) and ``ns3``
+(a mapping of ns-3 knobs, read by the ns-3 backend).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from network.errors import NetworkConfigError
+from network.topology import Dimension, Topology, TopologyKind
+
+_LIST_KEYS = ("topology", "npus_count", "bandwidth", "latency")
+_OPTIONAL_KEYS = ("backend", "ns3", "congestion_aware", "name", "description")
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    topology: Topology
+    backend: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> "NetworkConfig":
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise NetworkConfigError(p, "", "file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise NetworkConfigError(p, "", f"cannot read as UTF-8 text ({e})") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(e, "problem", None) or str(e)
+            raise NetworkConfigError(p, where, f"not valid YAML ({problem})") from None
+        return cls.from_dict(data, p)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str | os.PathLike | None = None) -> "NetworkConfig":
+        if not isinstance(data, dict):
+            raise NetworkConfigError(
+                path, "", f"expected a mapping with keys {', '.join(_LIST_KEYS)}; got {type(data).__name__}"
+            )
+        unknown = sorted(str(k) for k in data if k not in _LIST_KEYS + _OPTIONAL_KEYS)
+        if unknown:
+            raise NetworkConfigError(
+                path, f"key {unknown[0]!r}",
+                f"unknown key; expected {', '.join(_LIST_KEYS + _OPTIONAL_KEYS)}",
+            )
+        missing = [k for k in _LIST_KEYS if k not in data]
+        if missing:
+            raise NetworkConfigError(path, f"key {missing[0]!r}", "required key is missing")
+        lists = {k: _as_list(data[k]) for k in _LIST_KEYS}
+        n = len(lists["topology"])
+        if n == 0:
+            raise NetworkConfigError(path, "key 'topology'", "needs at least one dimension")
+        for k in _LIST_KEYS[1:]:
+            if len(lists[k]) != n:
+                raise NetworkConfigError(
+                    path, f"key {k!r}",
+                    f"has {len(lists[k])} entries but 'topology' has {n}; every list needs one entry per dimension",
+                )
+        dims = [_dimension(path, i, *(lists[k][i] for k in _LIST_KEYS)) for i in range(n)]
+        backend = data.get("backend")
+        if backend is not None and not isinstance(backend, str):
+            raise NetworkConfigError(path, "key 'backend'", "expected a backend name (a string)")
+        extra = {k: data[k] for k in ("ns3", "congestion_aware") if k in data}
+        for k, v in extra.items():
+            if v is not None and not isinstance(v, dict):
+                raise NetworkConfigError(path, f"key {k!r}", "expected a mapping of settings")
+        return cls(Topology(dims), backend, extra, None if path is None else str(path))
+
+
+def _as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _dimension(path: Any, i: int, kind: Any, npus: Any, bw: Any, lat: Any) -> Dimension:
+    where = f"dimension {i}"
+    try:
+        k = TopologyKind(kind)
+    except ValueError:
+        raise NetworkConfigError(
+            path, f"{where}, key 'topology'",
+            f"{kind!r} is not a topology; expected Ring, FullyConnected or Switch",
+        ) from None
+    if isinstance(npus, bool) or not isinstance(npus, int) or npus <= 1:
+        raise NetworkConfigError(path, f"{where}, key 'npus_count'", f"expected an integer > 1, got {npus!r}")
+    if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not math.isfinite(bw) or bw <= 0:
+        raise NetworkConfigError(path, f"{where}, key 'bandwidth'", f"expected a number > 0 (GB/s), got {bw!r}")
+    if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
+        raise NetworkConfigError(path, f"{where}, key 'latency'", f"expected a number >= 0 (ns), got {lat!r}")
+    return Dimension(k, npus, float(bw), float(lat))

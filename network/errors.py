@@ -1,0 +1,27 @@
+"""Error types shared by every layer.
+
+The base, InputError, lives in the lowest layer so that every layer can raise it
+without importing upward. The CLI prints ``str(exc)`` as one paragraph and exits 2.
+"""
+from __future__ import annotations
+
+import os
+
+
+class InputError(Exception):
+    """Bad user input: names the file, the place in it, and what was expected."""
+
+    def __init__(self, path: str | os.PathLike | None, where: str, problem: str) -> None:
+        self.path = None if path is None else str(path)
+        self.where = where
+        self.problem = problem
+        loc = self.path or "<command line>"
+        super().__init__(f"{loc}: {where}: {problem}" if where else f"{loc}: {problem}")
+
+
+class NetworkConfigError(InputError):
+    """The network configuration (YAML) is invalid."""
+
+
+class SimulationLimitError(Exception):
+    """A user-set budget (events, wall time) ran out before the simulation finished."""
