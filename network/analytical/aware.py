@@ -1,0 +1,225 @@
+"""Analytical congestion-aware backend (ASTRA-sim: congestion_aware).
+
+The topology becomes devices joined by directed links (docs/astra-sim-semantics.md §6.3):
+
+* Ring: a link i → i±1 each way; a message takes the shorter way round, a tie clockwise (+1).
+* FullyConnected: a link for every ordered pair of NPUs.
+* Switch: one extra device (id N in a 1-D network); each NPU has an up-link and a down-link to
+  it, and every message goes src → switch → dst.
+
+A message is one chunk that is stored and forwarded hop by hop. A link carries one chunk at a
+time and queues the others first in, first out. Starting a chunk on a link schedules two events,
+in this order, as ASTRA-sim's ``Link::schedule_chunk_transmission`` does:
+
+* arrival at the next device at ``now + int(latency + size / bw)``;
+* the link free again at ``now + int(size / bw)``, when it starts its next queued chunk.
+
+An uncontended message therefore costs Σ_hops int(latency + size / bw): the same as the
+congestion-unaware backend for neighbours on a Ring or FullyConnected network, and
+2 × (latency + size / bw) against 2·latency + size / bw on a Switch.
+
+Multi-dimensional networks (our extension; ASTRA-sim's aware backend is 1-D only). Each
+dimension has its own links and switches: a Ring or FullyConnected dimension joins the NPUs
+that differ only in that coordinate, and a Switch dimension has one switch per such line of
+NPUs, numbered after the NPUs (dimension by dimension, line by line). A message is routed in
+dimension order: first along dimension 0 to the destination's dimension-0 coordinate, then
+dimension 1, and so on. It is stored and forwarded at every intermediate NPU and switch, and
+each hop uses that dimension's latency and bandwidth. For two ranks that differ in one
+dimension only, which is all the native collectives send, this is the 1-D model of that
+dimension. See docs/network-backends.md.
+
+Nothing here is per byte: per hop there are two events; routes and per-size delays are
+computed on first use and cached. Links are created when a route first uses them.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from network.analytical.base import AnalyticalBackend
+from network.errors import NetworkConfigError
+from network.topology import TopologyKind
+from network.units import link_arrival_ns, link_serialization_ns
+
+
+class Chunk:
+    """A message on its way: its pairing key, its route as links, and the hop it is on
+    (ASTRA-sim: Chunk, whose route holds devices; ours holds the links between them)."""
+
+    __slots__ = ("full", "route", "hop", "size_bytes")
+
+    def __init__(self, full: tuple, route: tuple["Link", ...], size_bytes: int) -> None:
+        self.full = full
+        self.route = route
+        self.hop = 0
+        self.size_bytes = size_bytes
+
+
+class Link:
+    """A directed link that serves one chunk at a time, first in first out (ASTRA-sim: Link).
+    Latency in ns, bandwidth in bytes/ns; ``delays`` maps a size to (arrival, busy) ns."""
+
+    __slots__ = ("src", "dst", "dim", "busy", "pending", "peak_pending", "chunks",
+                 "latency_ns", "bytes_per_ns", "delays", "_schedule", "_on_arrived")
+
+    def __init__(self, src: int, dst: int, dim: int, latency_ns: float, bytes_per_ns: float,
+                 delays: dict[int, tuple[int, int]], schedule, on_arrived) -> None:
+        self.src, self.dst, self.dim = src, dst, dim
+        self.busy = False
+        self.pending: deque[Chunk] = deque()  # ASTRA-sim: Link::pending_chunks
+        self.peak_pending = 0
+        self.chunks = 0
+        self.latency_ns = latency_ns
+        self.bytes_per_ns = bytes_per_ns
+        self.delays = delays  # shared by the links of one dimension
+        self._schedule = schedule
+        self._on_arrived = on_arrived
+
+    def send(self, chunk: Chunk) -> None:
+        if self.busy:
+            pending = self.pending
+            pending.append(chunk)
+            if len(pending) > self.peak_pending:
+                self.peak_pending = len(pending)
+        else:
+            self._transmit(chunk)
+
+    def _transmit(self, chunk: Chunk) -> None:
+        self.busy = True
+        self.chunks += 1
+        size = chunk.size_bytes
+        d = self.delays.get(size)
+        if d is None:
+            d = self.delays[size] = (link_arrival_ns(size, self.latency_ns, self.bytes_per_ns),
+                                     link_serialization_ns(size, self.bytes_per_ns))
+        # Arrival first, then link-free: ASTRA-sim inserts them in this order, and events at
+        # one time run in insertion order (docs/astra-sim-semantics.md §6.3).
+        self._schedule(d[0], self._on_arrived, chunk)
+        self._schedule(d[1], self._on_free)
+
+    def _on_free(self) -> None:
+        """ASTRA-sim: Link::link_become_free."""
+        self.busy = False
+        if self.pending:
+            self._transmit(self.pending.popleft())
+
+
+class CongestionAwareBackend(AnalyticalBackend):
+    """Links with FIFO queues, store-and-forward per hop, dimension-order routing."""
+
+    name = "congestion-aware"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        settings = self.config.extra.get("congestion_aware") or {}
+        if settings:
+            raise NetworkConfigError(
+                self.config.path, f"key 'congestion_aware', key {sorted(map(str, settings))[0]!r}",
+                "unknown setting; the congestion-aware backend has no settings yet",
+            )
+        topo = self.topology
+        self._dims = topo.dims
+        self._bytes_per_ns = tuple(d.bytes_per_ns for d in topo.dims)  # GB = 2^30 B (§6.1)
+        self._delays: tuple[dict[int, tuple[int, int]], ...] = tuple({} for _ in topo.dims)
+        strides, s = [], 1
+        for d in topo.dims:
+            strides.append(s)
+            s *= d.npus_count
+        self._strides = tuple(strides)
+        # first switch id of each Switch dimension: switches come after the NPUs, one per line
+        self._switch_base: list[int | None] = []
+        nxt = topo.npus_count
+        for d in topo.dims:
+            if d.kind is TopologyKind.SWITCH:
+                self._switch_base.append(nxt)
+                nxt += topo.npus_count // d.npus_count
+            else:
+                self._switch_base.append(None)
+        self.devices_count = nxt
+        self._links: dict[tuple[int, int], Link] = {}
+        self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
+
+    # -- messages -----------------------------------------------------------------------
+    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+        route = self._routes.get((src, dst))
+        if route is None:
+            route = self._routes[(src, dst)] = self._build_route(src, dst)
+        # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
+        # first link starts serialising now, before anything else at this time.
+        route[0].send(Chunk(full, route, size_bytes))
+
+    def _on_chunk_arrived(self, chunk: Chunk) -> None:
+        """ASTRA-sim: Chunk::chunk_arrived_next_device."""
+        hop = chunk.hop + 1
+        route = chunk.route
+        if hop == len(route):
+            self._on_arrival(chunk.full)
+        else:
+            chunk.hop = hop
+            route[hop].send(chunk)
+
+    # -- routing ------------------------------------------------------------------------
+    def route(self, src: int, dst: int) -> list[int]:
+        """The devices a message src → dst visits, src and dst included (ASTRA-sim:
+        Topology::route). NPUs are 0..N-1; switches are numbered from N."""
+        path = [src]
+        for _, a, b in self._hops(src, dst):
+            path.append(b)
+        return path
+
+    def link(self, src_device: int, dst_device: int) -> Link | None:
+        """The link between two adjacent devices, if a message has used it."""
+        return self._links.get((src_device, dst_device))
+
+    def _build_route(self, src: int, dst: int) -> tuple[Link, ...]:
+        links = []
+        for dim, a, b in self._hops(src, dst):
+            link = self._links.get((a, b))
+            if link is None:
+                d = self._dims[dim]
+                link = self._links[(a, b)] = Link(
+                    a, b, dim, d.latency_ns, self._bytes_per_ns[dim], self._delays[dim],
+                    self.queue.schedule, self._on_chunk_arrived,
+                )
+            links.append(link)
+        return tuple(links)
+
+    def _hops(self, src: int, dst: int) -> list[tuple[int, int, int]]:
+        """(dimension, from device, to device) per hop, dimension 0 corrected first."""
+        if not (0 <= src < self.topology.npus_count and 0 <= dst < self.topology.npus_count):
+            raise ValueError(f"ranks {src} -> {dst} outside 0..{self.topology.npus_count - 1}")
+        hops: list[tuple[int, int, int]] = []
+        cur = src
+        for dim, (st, d) in enumerate(zip(self._strides, self._dims)):
+            n = d.npus_count
+            a, b = (cur // st) % n, (dst // st) % n
+            if a == b:
+                continue
+            base = cur - a * st  # this line's NPU with coordinate 0 in dimension `dim`
+            nxt = base + b * st
+            if d.kind is TopologyKind.RING:
+                cw = (b - a) % n
+                step = -1 if n - cw < cw else 1  # a tie goes clockwise (ASTRA-sim Ring::route)
+                x = a
+                while x != b:
+                    y = (x + step) % n
+                    hops.append((dim, base + x * st, base + y * st))
+                    x = y
+            elif d.kind is TopologyKind.SWITCH:
+                line = base % st + (base // (st * n)) * st
+                sw = self._switch_base[dim] + line
+                hops.append((dim, cur, sw))
+                hops.append((dim, sw, nxt))
+            else:
+                hops.append((dim, cur, nxt))
+            cur = nxt
+        if not hops:
+            raise ValueError(f"ranks {src} and {dst} have the same address")
+        return hops
+
+    # -- reporting ----------------------------------------------------------------------
+    def stats(self) -> dict[str, object]:
+        out = super().stats()
+        links = self._links.values()
+        out["links_used"] = len(self._links)
+        out["max_link_queue"] = max((link.peak_pending for link in links), default=0)
+        return out
