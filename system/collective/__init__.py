@@ -1,0 +1,1 @@
+"""Collective algorithms, one per module (ASTRA-sim: astraccl/native_collectives/collective_algorithm)."""

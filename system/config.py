@@ -1,0 +1,274 @@
+"""System configuration: ASTRA-sim's system JSON keys, parsed once into a frozen object.
+
+Files load unchanged from ASTRA-sim (JSON), or as YAML with the same keys. Defaults follow
+ASTRA-sim's Sys constructor (docs/astra-sim-semantics.md §8); where ASTRA-sim leaves a value
+uninitialised we pick its observed default and say so in the field's comment.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from system.errors import SystemConfigError
+
+
+class SchedulingPolicy(enum.Enum):
+    LIFO = "LIFO"
+    FIFO = "FIFO"
+    EXPLICIT = "EXPLICIT"
+
+
+class CollectiveOptimization(enum.Enum):
+    BASELINE = "baseline"
+    LOCAL_BW_AWARE = "localBWAware"
+
+
+class ImplType(enum.Enum):
+    RING = "ring"
+    ONE_RING = "oneRing"
+    DIRECT = "direct"
+    ONE_DIRECT = "oneDirect"
+    HALVING_DOUBLING = "halvingDoubling"
+    ONE_HALVING_DOUBLING = "oneHalvingDoubling"
+    DOUBLE_BINARY_TREE = "doubleBinaryTree"
+    CUSTOM = "custom"
+
+    @property
+    def is_one(self) -> bool:
+        return self in (ImplType.ONE_RING, ImplType.ONE_DIRECT, ImplType.ONE_HALVING_DOUBLING)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveImpl:
+    """One entry of an ``*-implementation`` list (ASTRA-sim: CollectiveImpl)."""
+
+    type: ImplType
+    window: int = -1  # direct[N]: peers at once; -1 = all (N-1)
+    filename: str | None = None  # custom: Chakra ET prefix replayed for the whole collective
+
+    @classmethod
+    def parse(cls, text: Any, path: Any, key: str) -> "CollectiveImpl":
+        if not isinstance(text, str):
+            raise SystemConfigError(path, f"key {key!r}", f"expected implementation names (strings), got {text!r}")
+        for kind in (ImplType.ONE_DIRECT, ImplType.DIRECT):
+            if text.startswith(kind.value):
+                rest = text[len(kind.value):]
+                if rest == "":
+                    return cls(kind)
+                if re.fullmatch(r"\d{1,5}", rest) and int(rest) > 0:
+                    return cls(kind, int(rest))
+                raise SystemConfigError(path, f"key {key!r}", f"{text!r}: expected {kind.value} or {kind.value}N with N > 0")
+        try:
+            return cls(ImplType(text))
+        except ValueError:
+            names = "ring, oneRing, direct[N], oneDirect[N], halvingDoubling, oneHalvingDoubling, doubleBinaryTree"
+            raise SystemConfigError(path, f"key {key!r}", f"unknown implementation {text!r}; expected one of {names}") from None
+
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+
+_KNOWN_KEYS = {
+    "scheduling-policy", "endpoint-delay", "active-chunks-per-dimension", "preferred-dataset-splits",
+    "collective-optimization", "local-mem-bw", "boost-mode", "roofline-enabled", "peak-perf",
+    "local-reduction-delay", "model-shared-bus", "L", "o", "g", "G", "trace-enabled", "replay-only",
+    "track-local-mem", "local-mem-trace-filename", "per-node-custom-implementation",
+    "intra-dimension-scheduling", "inter-dimension-scheduling",
+    *(f"{c}-implementation" for c in COLLECTIVES),
+    *(f"{c}-implementation-custom" for c in COLLECTIVES),
+}
+# Keys ASTRA-sim 2.0 accepts but never reads in its timing paths (semantics §8).
+IGNORED_KEYS = {"boost-mode", "trace-enabled", "local-reduction-delay", "intra-dimension-scheduling",
+                "inter-dimension-scheduling"}
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    scheduling_policy: SchedulingPolicy = SchedulingPolicy.LIFO
+    preferred_dataset_splits: int = 1
+    active_chunks_per_dimension: int = 1
+    endpoint_delay_ns: int = 10
+    collective_optimization: CollectiveOptimization = CollectiveOptimization.LOCAL_BW_AWARE
+    local_mem_bw_gb_s: float = 0.0  # GB here is 10^9 bytes (unlike the network's 2^30)
+    peak_perf_tflops: float = 0.0
+    roofline_enabled: bool = False
+    replay_only: bool = False
+    track_local_mem: bool = False
+    model_shared_bus: bool = False
+    implementations: dict[str, tuple[CollectiveImpl, ...]] = field(default_factory=dict)
+    custom_implementations: dict[str, CollectiveImpl] = field(default_factory=dict)
+    per_node_custom: dict[int, CollectiveImpl] = field(default_factory=dict)
+    path: str | None = None
+    unknown_keys: tuple[str, ...] = ()
+
+    def impls_for(self, collective: str) -> tuple[CollectiveImpl, ...]:
+        return self.implementations.get(collective, ())
+
+    @classmethod
+    def default(cls) -> "SystemConfig":
+        """ASTRA-sim's Ring_4chunks.json example: the config users start from."""
+        ring = (CollectiveImpl(ImplType.RING),)
+        return cls(
+            preferred_dataset_splits=4,
+            local_mem_bw_gb_s=1600.0,
+            peak_perf_tflops=900.0,
+            implementations={c: ring for c in COLLECTIVES},
+            path="<built-in default: ASTRA-sim Ring_4chunks.json>",
+        )
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, injection_scale: float = 1.0) -> "SystemConfig":
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SystemConfigError(p, "", "file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise SystemConfigError(p, "", f"cannot read as UTF-8 text ({e})") from None
+        if p.suffix.lower() in (".yml", ".yaml"):
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                mark = getattr(e, "problem_mark", None)
+                where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+                raise SystemConfigError(p, where, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
+        else:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise SystemConfigError(p, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
+        return cls.from_dict(data, p, injection_scale)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Any = None, injection_scale: float = 1.0) -> "SystemConfig":
+        if not isinstance(data, dict):
+            raise SystemConfigError(path, "", f"expected a JSON object of system keys, got {type(data).__name__}")
+        unknown = tuple(sorted(k for k in data if k not in _KNOWN_KEYS))
+        if unknown:
+            warnings.warn(
+                f"{path}: unknown system-config keys ignored: {', '.join(unknown)}", stacklevel=2
+            )
+        r = _Reader(data, path)
+        kw: dict[str, Any] = {"path": None if path is None else str(path), "unknown_keys": unknown}
+        if "scheduling-policy" in data:
+            kw["scheduling_policy"] = r.enum("scheduling-policy", SchedulingPolicy)
+        if "collective-optimization" in data:
+            kw["collective_optimization"] = r.enum("collective-optimization", CollectiveOptimization)
+        if "preferred-dataset-splits" not in data:
+            raise SystemConfigError(
+                path, "key 'preferred-dataset-splits'",
+                "required (ASTRA-sim divides by it); give the number of chunks per collective, e.g. 4",
+            )
+        kw["preferred_dataset_splits"] = r.integer("preferred-dataset-splits", minimum=1)
+        if "active-chunks-per-dimension" in data:
+            kw["active_chunks_per_dimension"] = r.integer("active-chunks-per-dimension", minimum=1)
+        if "endpoint-delay" in data:
+            ed = r.number("endpoint-delay", minimum=0)
+            kw["endpoint_delay_ns"] = int(int(ed) * injection_scale)  # ASTRA-sim stores it in an int
+        if "local-mem-bw" in data:
+            kw["local_mem_bw_gb_s"] = float(r.number("local-mem-bw", minimum=0))
+        if "peak-perf" in data:
+            kw["peak_perf_tflops"] = float(r.number("peak-perf", minimum=0))
+        for key, attr in (("roofline-enabled", "roofline_enabled"), ("replay-only", "replay_only"),
+                          ("track-local-mem", "track_local_mem"), ("model-shared-bus", "model_shared_bus")):
+            if key in data:
+                kw[attr] = r.flag(key)
+        for key in ("boost-mode", "trace-enabled", "local-reduction-delay", "L", "o", "g", "G"):
+            if key in data:
+                r.number(key, minimum=0)
+        impls: dict[str, tuple[CollectiveImpl, ...]] = {}
+        customs: dict[str, CollectiveImpl] = {}
+        for c in COLLECTIVES:
+            key = f"{c}-implementation"
+            if key in data:
+                v = data[key]
+                if isinstance(v, str):
+                    v = [v]
+                if not isinstance(v, list) or not v:
+                    raise SystemConfigError(path, f"key {key!r}", "expected a non-empty list of implementation names, one per dimension")
+                impls[c] = tuple(CollectiveImpl.parse(x, path, key) for x in v)
+            ckey = f"{c}-implementation-custom"
+            if ckey in data:
+                v = data[ckey]
+                if isinstance(v, str):
+                    v = [v]
+                if not isinstance(v, list) or len(v) != 1 or not isinstance(v[0], str):
+                    raise SystemConfigError(path, f"key {ckey!r}", "expected a list holding exactly one Chakra ET prefix (it covers all dimensions)")
+                customs[c] = CollectiveImpl(ImplType.CUSTOM, filename=v[0])
+        kw["implementations"] = impls
+        kw["custom_implementations"] = customs
+        if "per-node-custom-implementation" in data:
+            kw["per_node_custom"] = _per_node_custom(data["per-node-custom-implementation"], path)
+        cfg = cls(**kw)
+        if cfg.model_shared_bus:
+            raise SystemConfigError(
+                path, "key 'model-shared-bus'",
+                "the LogGP shared-bus model is not supported; set it to 0",
+            )
+        return cfg
+
+
+def _per_node_custom(v: Any, path: Any) -> dict[int, CollectiveImpl]:
+    if not isinstance(v, str):
+        raise SystemConfigError(path, "key 'per-node-custom-implementation'", "expected the path of a YAML file")
+    p = Path(v)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise SystemConfigError(path, "key 'per-node-custom-implementation'", f"cannot read {v!r}: {e}") from None
+    if not isinstance(data, dict):
+        raise SystemConfigError(p, "", "expected a mapping of workload node id → Chakra ET prefix")
+    out = {}
+    for k, f in data.items():
+        if isinstance(k, bool) or not isinstance(k, int) or not isinstance(f, str):
+            raise SystemConfigError(p, f"entry {k!r}", "expected integer node id → string path")
+        out[k] = CollectiveImpl(ImplType.CUSTOM, filename=f)
+    return out
+
+
+class _Reader:
+    def __init__(self, data: dict, path: Any) -> None:
+        self.data, self.path = data, path
+
+    def _fail(self, key: str, expected: str) -> SystemConfigError:
+        return SystemConfigError(self.path, f"key {key!r}", f"expected {expected}, got {self.data[key]!r}")
+
+    def number(self, key: str, minimum: float | None = None) -> float:
+        v = self.data[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+            raise self._fail(key, "a number")
+        if minimum is not None and v < minimum:
+            raise self._fail(key, f"a number >= {minimum:g}")
+        return v
+
+    def integer(self, key: str, minimum: int | None = None) -> int:
+        v = self.data[key]
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self._fail(key, "an integer")
+        if minimum is not None and v < minimum:
+            raise self._fail(key, f"an integer >= {minimum}")
+        return v
+
+    def flag(self, key: str) -> bool:
+        v = self.data[key]
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, (int, float)):
+            return v != 0
+        raise self._fail(key, "0 or 1")
+
+    def enum(self, key: str, kind: type[enum.Enum]) -> Any:
+        v = self.data[key]
+        try:
+            return kind(v)
+        except ValueError:
+            raise self._fail(key, "one of " + ", ".join(repr(m.value) for m in kind)) from None

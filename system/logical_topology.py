@@ -1,0 +1,99 @@
+"""Logical topologies the collective algorithms run on (ASTRA-sim: astraccl/.../logical_topology).
+
+A collective sees the network as a list of logical dimensions, one per entry of its
+implementation list (not one per network dimension): dimension d is a ring of the NPUs that
+differ from this one only in network coordinate d (ASTRA-sim: GeneralComplexTopology), a
+double binary tree, or, for the ``one*`` implementations, a single ring over every NPU.
+"""
+from __future__ import annotations
+
+import enum
+import math
+
+from system.config import CollectiveImpl, ImplType
+
+
+class Direction(enum.Enum):
+    CLOCKWISE = 0
+    ANTICLOCKWISE = 1
+
+
+class RingTopology:
+    """A ring of NPUs in a fixed order (ASTRA-sim: RingTopology).
+
+    ``local`` marks the rings ASTRA-sim builds for communicator groups
+    (RingTopology::Dimension::Local); on those the memory bus uses its "fast" fixed 10-cycle
+    delay instead of endpoint-delay (MemBus::Transmition::Fast).
+    """
+
+    __slots__ = ("id", "members", "index_in_ring", "nodes_in_ring", "local")
+
+    def __init__(self, npu_id: int, members: list[int], local: bool = False) -> None:
+        self.id = npu_id
+        self.members = members
+        self.nodes_in_ring = len(members)
+        self.index_in_ring = members.index(npu_id)
+        self.local = local
+
+    @classmethod
+    def homogeneous(cls, npu_id: int, size: int, offset: int) -> "RingTopology":
+        index = (npu_id % (offset * size)) // offset
+        base = npu_id - index * offset
+        return cls(npu_id, [base + i * offset for i in range(size)])
+
+    def get_receiver(self, direction: Direction) -> int:
+        step = 1 if direction is Direction.CLOCKWISE else -1
+        return self.members[(self.index_in_ring + step) % self.nodes_in_ring]
+
+    def get_sender(self, direction: Direction) -> int:
+        step = -1 if direction is Direction.CLOCKWISE else 1
+        return self.members[(self.index_in_ring + step) % self.nodes_in_ring]
+
+    def member_at(self, index: int) -> int:
+        return self.members[index % self.nodes_in_ring]
+
+    @property
+    def num_nodes(self) -> int:
+        return self.nodes_in_ring
+
+
+class LogicalTopology:
+    """Per-collective list of logical dimensions (ASTRA-sim: GeneralComplexTopology)."""
+
+    __slots__ = ("dims",)
+
+    def __init__(self, dims: list) -> None:
+        self.dims = dims
+
+    def get_num_of_dimensions(self) -> int:
+        return len(self.dims)
+
+    def get_num_of_nodes_in_dimension(self, d: int) -> int:
+        return self.dims[d].num_nodes
+
+    def get_basic_topology_at_dimension(self, d: int):
+        return self.dims[d]
+
+    @classmethod
+    def general_complex(cls, npu_id: int, dim_sizes: list[int], impls: tuple[CollectiveImpl, ...]) -> "LogicalTopology":
+        dims: list = []
+        offset = 1
+        last = len(impls) - 1
+        for d, impl in enumerate(impls):
+            size = dim_sizes[d]
+            if impl.type.is_one:
+                total = math.prod(dim_sizes)
+                dims.append(RingTopology.homogeneous(npu_id, total, 1))
+                break
+            if impl.type is ImplType.DOUBLE_BINARY_TREE:
+                from system.collective.double_binary_tree import DoubleBinaryTreeTopology
+
+                if d == last:
+                    start = npu_id % offset
+                else:
+                    start = (npu_id - npu_id % (offset * size)) + npu_id % offset
+                dims.append(DoubleBinaryTreeTopology(npu_id, size, start, offset))
+            else:
+                dims.append(RingTopology.homogeneous(npu_id, size, offset))
+            offset *= size
+        return cls(dims)

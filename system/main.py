@@ -1,0 +1,274 @@
+"""The composition root: one simulation run (backend, one Sys and one Workload per rank, the
+clock), and the command line around it.
+
+This is the one module that imports every layer (design.md). ``run_simulation`` is the
+in-process entry point for tests, scripts and sweeps; ``main(argv)`` returns an exit code.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from network.config import NetworkConfig
+from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
+from system.comm_group import CommunicatorGroup, load_comm_groups
+from system.config import SystemConfig
+from system.remote_memory import load_remote_memory
+from system.sys import Sys
+from workload.graph import load_graph
+from workload.loader import load_workload_graphs
+from workload.workload import Workload
+
+
+class Deadlock(Exception):
+    """The event queue emptied while ranks still had work: a result, not a hang (exit 3)."""
+
+    def __init__(self, time_ns: int, per_rank: dict[int, list[str]], unmatched: list[str]) -> None:
+        self.time_ns = time_ns
+        self.per_rank = per_rank
+        self.unmatched = unmatched
+        super().__init__(self.report())
+
+    def report(self, max_ranks: int = 16) -> str:
+        lines = [f"stuck: the event queue emptied at {self.time_ns} ns with work left on "
+                 f"{len(self.per_rank)} rank(s):"]
+        for i, (rank, items) in enumerate(sorted(self.per_rank.items())):
+            if i >= max_ranks:
+                lines.append(f"  ... and {len(self.per_rank) - max_ranks} more rank(s)")
+                break
+            lines.append(f"  rank {rank}:")
+            lines.extend(f"    {s}" for s in items)
+        if self.unmatched:
+            lines.append("  unmatched messages:")
+            lines.extend(f"    {s}" for s in self.unmatched[:16])
+            if len(self.unmatched) > 16:
+                lines.append(f"    ... {len(self.unmatched) - 16} more")
+        return "\n".join(lines)
+
+
+@dataclass
+class SimulationResult:
+    backend: str
+    npus_count: int
+    finish_ns: list[int]
+    workloads: list[Any]
+    systems: list[Sys]
+    network_stats: dict[str, Any]
+    wall_s: float
+    events: int
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def end_ns(self) -> int:
+        return max(self.finish_ns) if self.finish_ns else 0
+
+
+def run_simulation(
+    workload: str | os.PathLike,
+    network: NetworkConfig | str | os.PathLike,
+    system: SystemConfig | str | os.PathLike | None = None,
+    *,
+    backend: str | None = None,
+    comm_groups: str | os.PathLike | None = None,
+    remote_memory: str | os.PathLike | None = None,
+    num_queues_per_dim: int = 1,
+    injection_scale: float = 1.0,
+    max_events: int | None = None,
+    max_wall_s: float | None = None,
+    progress: Any = None,
+) -> SimulationResult:
+    t0 = time.perf_counter()
+    net = network if isinstance(network, NetworkConfig) else NetworkConfig.from_file(network)
+    if system is None:
+        sys_cfg = SystemConfig.default()
+    elif isinstance(system, SystemConfig):
+        sys_cfg = system
+    else:
+        sys_cfg = SystemConfig.from_file(system, injection_scale)
+    name = canonical_name(backend or net.backend or DEFAULT_BACKEND)
+    npus = net.topology.npus_count
+    graphs = load_workload_graphs(workload, npus)
+    groups_spec: dict[int, list[int]] = {}
+    if comm_groups is None:
+        auto = Path(f"{workload}.comm_groups.json")
+        if auto.is_file():
+            comm_groups = auto
+    if comm_groups is not None and "empty" not in Path(comm_groups).name:
+        groups_spec = load_comm_groups(comm_groups, npus)
+    remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
+    cls = backend_class(name)
+    net_backend = cls(net, max_events=max_events, wall_limit_s=max_wall_s)
+    queues = [num_queues_per_dim] * net.topology.dims_count
+    systems: list[Sys] = []
+    workloads: list[Workload] = []
+    custom_loader = _custom_loader_factory()
+    for r in range(npus):
+        s = Sys(r, net_backend, sys_cfg, queues, custom_loader)
+        groups = {gid: CommunicatorGroup(gid, members, s) for gid, members in groups_spec.items() if r in members}
+        if remote is not None:
+            remote.attach(s)
+        w = Workload(s, graphs[r], groups, remote)
+        systems.append(s)
+        workloads.append(w)
+    for w in workloads:
+        w.fire()
+    if progress is not None:
+        progress.start(net_backend)
+    try:
+        net_backend.run()
+    finally:
+        if progress is not None:
+            progress.stop()
+    stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
+    if stuck:
+        raise Deadlock(net_backend.now(), stuck, net_backend.unmatched())
+    stats = net_backend.stats()
+    return SimulationResult(
+        backend=name,
+        npus_count=npus,
+        finish_ns=[w.finish_time for w in workloads],
+        workloads=workloads,
+        systems=systems,
+        network_stats=stats,
+        wall_s=time.perf_counter() - t0,
+        events=int(stats.get("events", 0)),
+        inputs={
+            "workload": str(workload),
+            "network": net.path,
+            "system": sys_cfg.path,
+            "backend": name,
+            "topology": net.topology.describe(),
+            "comm_groups": None if comm_groups is None else str(comm_groups),
+        },
+    )
+
+
+def _custom_loader_factory():
+    cache: dict[tuple[str, int], Any] = {}
+
+    def load(prefix: str, rank: int):
+        key = (prefix, rank)
+        if key not in cache:
+            cache[key] = load_graph(f"{prefix}.{rank}.et")
+        return cache[key]
+
+    return load
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------------
+import argparse  # noqa: E402
+import enum  # noqa: E402
+import sys as _sys  # noqa: E402
+import traceback  # noqa: E402
+import warnings  # noqa: E402
+
+from network.errors import InputError, SimulationLimitError  # noqa: E402
+from network.registry import known_backends  # noqa: E402
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    INTERNAL_ERROR = 1  #: a bug in us: one line, plus "rerun with --debug for the traceback"
+    BAD_INPUT = 2  #: any InputError: file, place, what was expected
+    STUCK = 3  #: queue empty, nodes left: per-rank report of what each waits for
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m system.main",
+        description=(
+            "Simulate a distributed-training workload (Chakra ET files, one per rank) on a network "
+            "and print each rank's finish time. Flags and config files follow ASTRA-sim 2.0, whose "
+            "analytical results this simulator reproduces to the cycle."
+        ),
+        epilog="Exit codes: 0 done, 1 internal error, 2 bad input, 3 stuck (work left when the event queue emptied).",
+    )
+    p.add_argument("--workload", "--workload-configuration", dest="workload", required=True, metavar="W",
+                   help="Chakra workload: PREFIX (files PREFIX.<rank>.et), a folder of such files, "
+                        "or one .et/.pb file run by every rank")
+    p.add_argument("--network", "--network-configuration", dest="network", required=True, metavar="N.yaml",
+                   help="network YAML with ASTRA-sim's keys: topology, npus_count, bandwidth (GB/s), latency (ns); "
+                        "optional 'backend:'")
+    p.add_argument("--system", "--system-configuration", dest="system", metavar="S.json",
+                   help="system config (ASTRA-sim JSON, or YAML with the same keys); default: ASTRA-sim's "
+                        "Ring_4chunks.json (ring everywhere, 4 chunks, endpoint-delay 10, local-mem-bw 1600)")
+    p.add_argument("--backend", choices=known_backends(), default=None,
+                   help="network backend (overrides the YAML 'backend:' key; default congestion-unaware)")
+    p.add_argument("--remote-memory-configuration", dest="remote_memory", metavar="M.json",
+                   help="remote-memory JSON for MEM_LOAD/MEM_STORE nodes (ASTRA-sim's memory-type keys)")
+    p.add_argument("--comm-group-configuration", dest="comm_groups", metavar="G.json",
+                   help='communicator groups {"<id>": [ranks...]} for collectives with pg_name '
+                        "(default: PREFIX.comm_groups.json beside the workload, if present)")
+    p.add_argument("--num-queues-per-dim", type=int, default=1, metavar="Q",
+                   help="queues (virtual networks) per dimension, as ASTRA-sim's flag (default 1)")
+    p.add_argument("--injection-scale", type=float, default=1.0, help="multiplies endpoint-delay (ASTRA-sim flag)")
+    p.add_argument("--comm-scale", type=float, default=1.0, help=argparse.SUPPRESS)
+    p.add_argument("--rendezvous-protocol", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--logging-configuration", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--logging-folder", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--report", metavar="OUT.json", help="write the full report as JSON")
+    p.add_argument("--max-events", type=int, default=None, help="stop (exit 2) after this many events")
+    p.add_argument("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the totals")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    return p
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+    print(f"warning: {message}", file=_sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse already printed usage / help
+        return int(e.code or 0) and ExitCode.BAD_INPUT
+    warnings.showwarning = _print_warning
+    try:
+        if args.num_queues_per_dim < 1:
+            raise InputError(None, "--num-queues-per-dim", "must be >= 1")
+        if args.rendezvous_protocol not in (None, "0", "false", "False"):
+            raise InputError(None, "--rendezvous-protocol", "the rendezvous protocol is not supported")
+        result = run_simulation(
+            args.workload, args.network, args.system,
+            backend=args.backend, comm_groups=args.comm_groups, remote_memory=args.remote_memory,
+            num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
+            max_events=args.max_events, max_wall_s=args.max_wall_seconds,
+        )
+        from system.report import build_report, format_summary, write_json_atomic
+
+        print(format_summary(result, quiet=args.quiet))
+        if args.report:
+            write_json_atomic(args.report, build_report(result))
+    except InputError as e:
+        print(f"error: {e}", file=_sys.stderr)
+        return ExitCode.BAD_INPUT
+    except SimulationLimitError as e:
+        print(f"error: {e}", file=_sys.stderr)
+        return ExitCode.BAD_INPUT
+    except Deadlock as e:
+        print(e.report(), file=_sys.stderr)
+        return ExitCode.STUCK
+    except KeyboardInterrupt:
+        print("interrupted", file=_sys.stderr)
+        return 130
+    except Exception as e:  # a bug in us
+        if args.debug:
+            traceback.print_exc()
+        print(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=_sys.stderr)
+        return ExitCode.INTERNAL_ERROR
+    return ExitCode.OK
+
+
+def console_main() -> None:
+    _sys.exit(main())
+
+
+if __name__ == "__main__":
+    console_main()

@@ -1,0 +1,213 @@
+"""One Chakra ET file, decoded and validated into an immutable execution graph.
+
+A graph is shared by every rank that reads the same file (one ``.et`` for all ranks), so it
+holds no per-rank state. Validation names the file, the node and the field (design.md).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from chakra_proto import EtFormatError, et_def_pb2 as pb, read_et
+from chakra_proto.attrs import int_value
+from workload.errors import WorkloadError
+
+NODE_TYPES = {v.number: v.name for v in pb.NodeType.DESCRIPTOR.values}
+COLL_TYPES = {v.number: v.name for v in pb.CollectiveCommType.DESCRIPTOR.values}
+SUPPORTED_COLLECTIVES = {pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL, pb.BROADCAST}
+
+
+class Node:
+    """The fields of a Chakra node that simulation reads, parsed once."""
+
+    __slots__ = ("id", "name", "type", "parents", "children", "is_cpu_op", "duration_ns",
+                 "comm_type", "comm_size", "comm_priority", "comm_src", "comm_dst", "comm_tag",
+                 "pg_name", "involved_dim", "num_ops", "tensor_size", "inputs_values", "index")
+
+    def __init__(self) -> None:
+        self.children: list[int] = []
+
+    @property
+    def type_name(self) -> str:
+        return NODE_TYPES.get(self.type, str(self.type))
+
+    def describe(self) -> str:
+        s = f"node {self.id} ({self.type_name}"
+        if self.name:
+            s += f" {self.name!r}"
+        if self.type == pb.COMM_COLL_NODE and self.comm_type is not None:
+            s += f", {COLL_TYPES.get(self.comm_type, self.comm_type)} {self.comm_size} B"
+        return s + ")"
+
+
+class Graph:
+    """An execution graph: nodes by id, roots, validated to be a DAG."""
+
+    __slots__ = ("path", "nodes", "roots", "order", "metadata")
+
+    def __init__(self, path: str, nodes: dict[int, Node], metadata: Any) -> None:
+        self.path = path
+        self.nodes = nodes
+        self.roots = sorted(nid for nid, n in nodes.items() if not n.parents)
+        self.order = sorted(nodes)
+        self.metadata = metadata
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def load_graph(path: str | os.PathLike) -> Graph:
+    p = Path(path)
+    if not p.exists():
+        raise WorkloadError(p, "", "workload file not found")
+    try:
+        metadata, raw_nodes = read_et(p)
+    except EtFormatError as e:
+        raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
+    nodes: dict[int, Node] = {}
+    for i, rn in enumerate(raw_nodes):
+        n = _parse_node(p, rn, i)
+        if n.id in nodes:
+            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{nodes[n.id].index} and #{i})")
+        nodes[n.id] = n
+    if not nodes:
+        raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
+    for n in nodes.values():
+        for dep in n.parents:
+            parent = nodes.get(dep)
+            if parent is None:
+                raise WorkloadError(p, n.describe(), f"depends on node {dep}, which is not in this file")
+            parent.children.append(n.id)
+    for n in nodes.values():
+        n.children.sort()
+    _check_acyclic(p, nodes)
+    return Graph(str(p), nodes, metadata)
+
+
+def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
+    n = Node()
+    n.index = index
+    n.id = rn.id
+    n.name = rn.name
+    n.type = rn.type
+    where = f"node {rn.id}" + (f" ({rn.name!r})" if rn.name else "")
+    if n.type not in NODE_TYPES:
+        raise WorkloadError(path, where, f"unknown node type {n.type}; expected one of {', '.join(NODE_TYPES.values())}")
+    seen: set[int] = set()
+    parents = []
+    for d in (*rn.data_deps, *rn.ctrl_deps):  # feeder_v3 waits on the union (formats.md A.5)
+        if d == rn.id:
+            raise WorkloadError(path, where, "depends on itself (a dependency cycle)")
+        if d not in seen:
+            seen.add(d)
+            parents.append(d)
+    n.parents = tuple(parents)
+    attrs: dict[str, Any] = {}
+    for a in rn.attr:
+        attrs.setdefault(a.name, a)
+
+    def get_int(name: str, required: bool = False) -> int | None:
+        a = attrs.get(name)
+        if a is None:
+            if required:
+                raise WorkloadError(path, where, f"{n.type_name} needs attribute {name!r}")
+            return None
+        v = int_value(a)
+        if v is None:
+            raise WorkloadError(path, where, f"attribute {name!r} must be an integer, got {a.WhichOneof('value')}")
+        return v
+
+    cpu = attrs.get("is_cpu_op")
+    n.is_cpu_op = bool(int_value(cpu)) if cpu is not None and int_value(cpu) is not None else False
+    dns = get_int("duration_ns")
+    if dns is not None and dns < 0:
+        raise WorkloadError(path, where, "attribute 'duration_ns' must be >= 0")
+    n.duration_ns = dns if dns is not None else rn.duration_micros * 1000
+    n.comm_type = n.comm_size = n.comm_src = n.comm_dst = n.comm_tag = None
+    n.comm_priority = 0
+    n.pg_name = ""
+    n.involved_dim = None
+    n.num_ops = n.tensor_size = None
+    n.inputs_values = rn.inputs.values if rn.HasField("inputs") else ""
+    t = n.type
+    if t in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+        if n.is_cpu_op:
+            raise WorkloadError(path, where, "a communication node cannot be a CPU op (is_cpu_op is true)")
+        n.comm_size = get_int("comm_size", required=True)
+        if n.comm_size < 0:
+            raise WorkloadError(path, where, f"comm_size must be >= 0, got {n.comm_size}")
+        n.comm_priority = get_int("comm_priority") or 0
+        pg = attrs.get("pg_name")
+        if pg is not None:
+            if pg.WhichOneof("value") == "string_val":
+                n.pg_name = pg.string_val
+            elif int_value(pg) is not None:
+                n.pg_name = str(int_value(pg))
+            else:
+                raise WorkloadError(path, where, "attribute 'pg_name' must be a string")
+            if n.pg_name not in ("", "0"):
+                try:
+                    if int(n.pg_name) < 0:
+                        raise ValueError
+                except ValueError:
+                    raise WorkloadError(path, where, f"pg_name {n.pg_name!r} is not a communicator-group id") from None
+    if t == pb.COMM_COLL_NODE:
+        n.comm_type = get_int("comm_type", required=True)
+        if n.comm_type not in COLL_TYPES:
+            raise WorkloadError(path, where, f"unknown comm_type {n.comm_type}")
+        if n.comm_type not in SUPPORTED_COLLECTIVES:
+            raise WorkloadError(
+                path, where,
+                f"collective {COLL_TYPES[n.comm_type]} is not supported (ASTRA-sim 2.0 aborts on it too); "
+                "supported: ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST",
+            )
+        inv = attrs.get("involved_dim")
+        if inv is not None:
+            if inv.WhichOneof("value") != "bool_list":
+                raise WorkloadError(path, where, "attribute 'involved_dim' must be a bool_list")
+            n.involved_dim = list(inv.bool_list.values)
+    elif t == pb.COMM_SEND_NODE:
+        n.comm_dst = get_int("comm_dst", required=True)
+        n.comm_tag = get_int("comm_tag", required=True)
+        n.comm_src = get_int("comm_src")
+    elif t == pb.COMM_RECV_NODE:
+        n.comm_src = get_int("comm_src", required=True)
+        n.comm_tag = get_int("comm_tag", required=True)
+        n.comm_dst = get_int("comm_dst")
+    elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
+        n.tensor_size = get_int("tensor_size", required=True)
+    elif t == pb.COMP_NODE:
+        n.num_ops = get_int("num_ops")
+        n.tensor_size = get_int("tensor_size")
+    return n
+
+
+def _check_acyclic(path: Path, nodes: dict[int, Node]) -> None:
+    indeg = {nid: len(n.parents) for nid, n in nodes.items()}
+    stack = [nid for nid, d in indeg.items() if d == 0]
+    seen = 0
+    while stack:
+        nid = stack.pop()
+        seen += 1
+        for c in nodes[nid].children:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                stack.append(c)
+    if seen == len(nodes):
+        return
+    # find one cycle to name it
+    left = {nid for nid, d in indeg.items() if d > 0}
+    start = min(left)
+    trail: list[int] = []
+    pos: dict[int, int] = {}
+    cur = start
+    while cur not in pos:
+        pos[cur] = len(trail)
+        trail.append(cur)
+        cur = next(p for p in nodes[cur].parents if p in left)
+    cycle = trail[pos[cur]:] + [cur]
+    raise WorkloadError(
+        path, f"node {cycle[0]}",
+        "dependency cycle: " + " -> ".join(str(c) for c in reversed(cycle)) + " (each waits on the next)",
+    )

@@ -1,0 +1,295 @@
+"""The workload of one NPU: feeds dependency-free nodes to its Sys (ASTRA-sim: Workload).
+
+Rules (docs/astra-sim-semantics.md §10): a node is issuable when all its parents (data and
+control dependencies alike) are done; dependency-free nodes are tried in ascending id; each rank
+has one GPU-compute slot, one GPU-communication slot (collectives, sends, remote memory) and
+one CPU slot; receives take no slot. A node that cannot get its slot waits until some node of
+the rank completes.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import warnings
+from typing import Any
+
+from chakra_proto import et_def_pb2 as pb
+from system.collective.algorithm import ComType
+from system.comm_group import CommunicatorGroup
+from system.errors import CommGroupError, SystemConfigError, UnsupportedFeatureError
+from system.stream import DataSet
+from system.sys import Sys
+from workload.graph import COLL_TYPES, Graph, Node
+
+_COLL_TO_COMTYPE = {
+    pb.ALL_REDUCE: ComType.ALL_REDUCE,
+    pb.ALL_GATHER: ComType.ALL_GATHER,
+    pb.REDUCE_SCATTER: ComType.REDUCE_SCATTER,
+    pb.ALL_TO_ALL: ComType.ALL_TO_ALL,
+}
+
+# resource kinds
+_CPU, _GPU_COMP, _GPU_COMM, _NONE = range(4)
+
+
+def _resource(node: Node) -> int:
+    if node.is_cpu_op:
+        return _CPU
+    if node.type == pb.COMP_NODE:
+        return _GPU_COMP
+    if node.type == pb.COMM_RECV_NODE:
+        return _NONE
+    return _GPU_COMM
+
+
+class Workload:
+    """Per-NPU executor of one Chakra graph."""
+
+    def __init__(self, sys: Sys, graph: Graph, comm_groups: dict[int, CommunicatorGroup],
+                 remote_memory: Any = None) -> None:
+        self.sys = sys
+        self.graph = graph
+        self.rank = sys.id
+        self.comm_groups = comm_groups
+        self.remote_memory = remote_memory
+        nodes = graph.nodes
+        self._waiting = {nid: len(n.parents) for nid, n in nodes.items() if n.parents}
+        self._free: list[int] = list(graph.roots)  # sorted ascending
+        self._ongoing: set[int] = set()
+        self._in_flight = [0, 0, 0, 0]
+        self._done_count = 0
+        self.is_finished = False
+        self.finish_time: int | None = None
+        self.starts: dict[int, int] = {}
+        # (node id, start ns, end ns) per finished node, in completion order
+        self.records: list[tuple[int, int, int]] = []
+        self.collectives: list[dict[str, Any]] = []
+        self._datasets: dict[int, tuple[Node, DataSet]] = {}
+        self.compute_ns = 0
+        self._validate_rank_fields()
+
+    def _validate_rank_fields(self) -> None:
+        from workload.errors import WorkloadError
+
+        n_npus = self.sys.total_nodes
+        for n in self.graph.nodes.values():
+            if n.type == pb.COMM_SEND_NODE:
+                if n.comm_src is not None and n.comm_src != self.rank:
+                    raise WorkloadError(self.graph.path, n.describe(),
+                                        f"comm_src is {n.comm_src} but this file is run by rank {self.rank}; a send must be issued by its source")
+                if not 0 <= n.comm_dst < n_npus or n.comm_dst == self.rank:
+                    raise WorkloadError(self.graph.path, n.describe(), f"comm_dst {n.comm_dst} is not another rank in 0..{n_npus - 1}")
+            elif n.type == pb.COMM_RECV_NODE:
+                if n.comm_dst is not None and n.comm_dst != self.rank:
+                    raise WorkloadError(self.graph.path, n.describe(),
+                                        f"comm_dst is {n.comm_dst} but this file is run by rank {self.rank}; a receive must be issued by its destination")
+                if not 0 <= n.comm_src < n_npus or n.comm_src == self.rank:
+                    raise WorkloadError(self.graph.path, n.describe(), f"comm_src {n.comm_src} is not another rank in 0..{n_npus - 1}")
+
+    # -- feeding ---------------------------------------------------------------------------
+    def fire(self) -> None:
+        self.issue_dep_free_nodes()
+        self._check_finished()
+
+    def issue_dep_free_nodes(self) -> None:
+        while True:
+            progressed = False
+            for nid in list(self._free):
+                node = self.graph.nodes[nid]
+                kind = _resource(node)
+                if kind == _NONE or self._in_flight[kind] == 0:
+                    if self.issue(node):
+                        progressed = True
+            # a node finished synchronously (metadata, invalid, empty compute) frees its
+            # children now; ASTRA-sim would leave them until the next completion
+            if not progressed:
+                return
+
+    def issue(self, node: Node) -> bool:
+        """Start a node; True if it finished synchronously."""
+        nid = node.id
+        self._free.remove(nid)
+        self._ongoing.add(nid)
+        kind = _resource(node)
+        if kind != _NONE:
+            self._in_flight[kind] += 1
+        self.starts[nid] = self.sys.now()
+        cfg = self.sys.config
+        t = node.type
+        if cfg.replay_only:
+            self._issue_replay(node)
+        elif t == pb.COMP_NODE:
+            if cfg.roofline_enabled and not node.is_cpu_op:
+                return self._issue_roofline(node)
+            self._issue_replay(node)
+        elif t == pb.COMM_COLL_NODE:
+            self._issue_coll_comm(node)
+        elif t == pb.COMM_SEND_NODE:
+            self.sys.native_send(node.comm_dst, node.comm_size, node.comm_tag, self._node_done, nid)
+        elif t == pb.COMM_RECV_NODE:
+            self.sys.native_recv(node.comm_src, node.comm_size, node.comm_tag, self._node_done, nid)
+        elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
+            if self.remote_memory is None:
+                raise UnsupportedFeatureError(
+                    self.graph.path, node.describe(),
+                    "MEM_LOAD/MEM_STORE nodes need a remote-memory model: pass --remote-memory-configuration "
+                    "with memory-type PER_NPU_MEMORY_EXPANSION or MEMORY_POOL",
+                )
+            self.remote_memory.issue(self.rank, node.tensor_size, self._node_done, nid)
+        elif t == pb.METADATA_NODE:
+            self._issue_metadata(node)
+            self._finish(nid)
+            return True
+        else:  # INVALID_NODE completes at once
+            self._finish(nid)
+            return True
+        return False
+
+    def _issue_replay(self, node: Node) -> None:
+        runtime = node.duration_ns or 1  # ASTRA-sim: a zero-length node takes 1 ns
+        if node.type == pb.COMP_NODE and not node.is_cpu_op:
+            self.compute_ns += runtime
+        self.sys.register_event(runtime, self._node_done, node.id)
+
+    def _issue_roofline(self, node: Node) -> bool:
+        cfg = self.sys.config
+        num_ops = node.num_ops or 0
+        tensor_size = node.tensor_size or 0
+        if tensor_size == 0:
+            # ASTRA-sim finishes such a node without waking its children (a stall); we finish it properly
+            self._finish(node.id)
+            return True
+        if cfg.peak_perf_tflops <= 0 or cfg.local_mem_bw_gb_s <= 0:
+            raise SystemConfigError(cfg.path, "key 'roofline-enabled'",
+                                    "the roofline needs peak-perf > 0 and local-mem-bw > 0")
+        intensity = float(num_ops) / float(tensor_size)
+        perf = min(cfg.local_mem_bw_gb_s * 1_000_000_000 * intensity, cfg.peak_perf_tflops * 1_000_000_000_000)
+        if perf <= 0:
+            runtime = 0
+        else:
+            runtime = int(float(num_ops) / perf * 1e9)
+        self.compute_ns += runtime
+        self.sys.register_event(runtime, self._node_done, node.id)
+        return False
+
+    def _group(self, node: Node) -> CommunicatorGroup | None:
+        if node.pg_name in ("", "0"):
+            return None
+        gid = int(node.pg_name)
+        g = self.comm_groups.get(gid)
+        if g is None:
+            raise CommGroupError(
+                self.graph.path, node.describe(),
+                f"communicator group {gid} is not defined (give it in --comm-group-configuration or a METADATA node)",
+            )
+        if self.rank not in g.involved_npus:
+            raise CommGroupError(self.graph.path, node.describe(), f"rank {self.rank} is not a member of group {gid}")
+        return g
+
+    def _issue_coll_comm(self, node: Node) -> None:
+        if node.comm_type == pb.BROADCAST:
+            ds = DataSet(-1, 1, self.sys.now())
+            ds.notifier = lambda d, n=node: self._collective_done(n, d)
+            runtime = node.duration_ns or 1
+            self.sys.register_event(runtime, ds.notify_stream_finished, self.sys.now() + runtime)
+            return
+        com_type = _COLL_TO_COMTYPE[node.comm_type]
+        group = self._group(node)
+        ds = self.sys.generate_collective_for_node(com_type, node.comm_size, node.involved_dim, group,
+                                                   node.comm_priority, node.id)
+        if ds.finished:
+            self._collective_done(node, ds)
+            return
+        if ds.total_streams == 0 or not ds.active:
+            # nothing to move (no participating dimension, or zero bytes): done now, not never
+            self.sys.register_event(0, self._collective_done, node, ds)
+            return
+        ds.notifier = lambda d, n=node: self._collective_done(n, d)
+
+    def _collective_done(self, node: Node, ds: DataSet) -> None:
+        start = self.starts[node.id]
+        self.collectives.append({"node": node.id, "type": COLL_TYPES[node.comm_type], "size": node.comm_size,
+                                 "start": start, "end": self.sys.now(), "pg": node.pg_name})
+        self._node_done(node.id)
+
+    def _issue_metadata(self, node: Node) -> None:
+        """PyTorch process groups declared inside the ET (ASTRA-sim: issue_pytorch_pg_metadata)."""
+        text = node.inputs_values
+        if not text:
+            return
+        try:
+            items = json.loads(text[2:-2])
+            for item in items:
+                pg = int(item["pg_name"])
+                ranks = [int(r) for r in item.get("ranks", [])] or list(range(self.sys.total_nodes))
+                if self.rank in ranks and pg not in self.comm_groups:
+                    self.comm_groups[pg] = CommunicatorGroup(pg + 1, ranks, self.sys)
+        except (ValueError, KeyError, TypeError) as e:
+            warnings.warn(f"{self.graph.path}: {node.describe()}: process-group metadata ignored ({e})", stacklevel=2)
+
+    # -- completion ------------------------------------------------------------------------
+    def _node_done(self, nid: int) -> None:
+        self._finish(nid)
+        self.issue_dep_free_nodes()
+        self._check_finished()
+
+    def _finish(self, nid: int) -> None:
+        node = self.graph.nodes[nid]
+        kind = _resource(node)
+        if kind != _NONE:
+            self._in_flight[kind] -= 1
+        self._ongoing.discard(nid)
+        self._done_count += 1
+        self.records.append((nid, self.starts[nid], self.sys.now()))
+        waiting = self._waiting
+        free = self._free
+        for c in node.children:
+            left = waiting[c] - 1
+            if left:
+                waiting[c] = left
+            else:
+                del waiting[c]
+                bisect.insort(free, c)
+
+    def _check_finished(self) -> None:
+        if self.is_finished:
+            return
+        if not self._free and not self._ongoing and not any(self._in_flight):
+            self.is_finished = True
+            self.finish_time = self.sys.now()
+
+    # -- stuck report ----------------------------------------------------------------------
+    def stuck_lines(self, limit: int = 8) -> list[str]:
+        """What never ran on this rank and what each waits for."""
+        nodes = self.graph.nodes
+        lines = []
+        for nid in sorted(self._ongoing)[:limit]:
+            lines.append(f"{nodes[nid].describe()} started at {self.starts[nid]} ns and never completed"
+                         + self._why_ongoing(nodes[nid]))
+        for nid in self._free[:limit]:
+            lines.append(f"{nodes[nid].describe()} is ready but its resource slot never freed")
+        shown = 0
+        for nid in sorted(self._waiting):
+            if shown >= limit:
+                break
+            pending = [p for p in nodes[nid].parents if p in self._waiting or p in self._ongoing or p in self._free]
+            lines.append(f"{nodes[nid].describe()} waits for node(s) {', '.join(map(str, pending[:6]))}")
+            shown += 1
+        total = len(self._ongoing) + len(self._free) + len(self._waiting)
+        if total > len(lines):
+            lines.append(f"... {total} node(s) not finished in all")
+        return lines
+
+    def _why_ongoing(self, node: Node) -> str:
+        if node.type == pb.COMM_COLL_NODE:
+            g = f" in group {node.pg_name}" if node.pg_name not in ("", "0") else ""
+            return f" (collective{g}: its peers never sent the matching messages — do all ranks issue the same collectives in the same order?)"
+        if node.type == pb.COMM_RECV_NODE:
+            return f" (no matching send from rank {node.comm_src} with tag {node.comm_tag} and {node.comm_size} bytes)"
+        if node.type == pb.COMM_SEND_NODE:
+            return f" (to rank {node.comm_dst}, tag {node.comm_tag})"
+        return ""
+
+    @property
+    def remaining(self) -> int:
+        return len(self.graph.nodes) - self._done_count
