@@ -36,7 +36,7 @@ class RankGraph:
         self.compute_ns = 0  #: Σ duration_ns so far (= round of the exact sum)
         self._compute_exact = Fraction(0)
         self._compute_us = 0
-        self.counts = {"comp": 0, "all_reduce": 0, "send": 0, "recv": 0}
+        self.counts = {"comp": 0, "all_reduce": 0, "send": 0, "recv": 0, "zero_time_skipped": 0}
         self._join: list[int] = []
 
     def _new(self, name: str, kind: int, deps: list[int] | None, chain: bool) -> pb.Node:
@@ -51,10 +51,17 @@ class RankGraph:
         return node
 
     def comp(self, name: str, time_ns: Fraction) -> int:
-        """A chained GPU compute node lasting ``time_ns`` (exact; rounded cumulatively)."""
-        node = self._new(name, pb.COMP_NODE, None, True)
+        """A chained GPU compute node lasting ``time_ns`` (exact; rounded cumulatively).
+
+        A node that rounds to 0 ns is left out (ASTRA-sim would charge it 1 ns), its time stays in
+        the running sum; the id returned is then the current tail.
+        """
         self._compute_exact += time_ns
         end_ns = round_half_up(self._compute_exact)
+        if end_ns == self.compute_ns and self.tail is not None:
+            self.counts["zero_time_skipped"] += 1
+            return self.tail
+        node = self._new(name, pb.COMP_NODE, None, True)
         end_us = round_half_up(self._compute_exact / 1000)
         node.duration_micros = end_us - self._compute_us
         node.attr.extend([attr_bool("is_cpu_op", False), attr_uint64("duration_ns", end_ns - self.compute_ns)])

@@ -1,0 +1,68 @@
+"""Convert other tools' traces into Chakra ETs.
+
+    python -m workload.convert triosim --trace-dir DIR --batch-size 128 [--batch-size-sim N] \\
+        --dp N --tp N --pp N [--micro-batches N] [--dp-mode sync|ddp] -o OUT/PREFIX
+
+Exit codes: 0 done, 2 bad input (one paragraph on stderr naming the file, line and column, or
+the flag), 1 a bug in us.
+"""
+from __future__ import annotations
+
+import argparse
+import enum
+import sys
+
+from network.errors import InputError
+from workload.triosim import add_layout_arguments, convert_triosim, layout_from_args
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    INTERNAL_ERROR = 1  #: a bug in us
+    BAD_INPUT = 2  #: an InputError: file, place, what was expected
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 itself; keep its one-paragraph style
+        self.print_usage(sys.stderr)
+        raise SystemExit(f"{self.prog}: error: {message}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(prog="python -m workload.convert", description="Convert traces into Chakra ETs.")
+    sub = parser.add_subparsers(dest="source", required=True, parser_class=_Parser)
+    tri = sub.add_parser("triosim", help="a TrioSim trace folder (tensor.csv + trace.csv)",
+                         description="TrioSim trace → one Chakra ET per rank for a dp × tp × pp layout.")
+    tri.add_argument("--trace-dir", required=True, help="folder holding tensor.csv and trace.csv")
+    tri.add_argument("-o", "--output", required=True, metavar="OUT/PREFIX",
+                     help="writes OUT/PREFIX.{rank}.et, .comm_groups.json and .layout.json")
+    add_layout_arguments(tri)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> ExitCode:
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:  # argparse: usage errors exit 2, --help exits 0
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+            return ExitCode.BAD_INPUT
+        return ExitCode(e.code or 0) if e.code in (0, 2, None) else ExitCode.BAD_INPUT
+    try:
+        result = convert_triosim(args.trace_dir, out_prefix=args.output, **layout_from_args(args))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except OSError as exc:
+        print(f"error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    s = result.summary
+    print(f"wrote {result.ranks} rank(s): {result.prefix}.{{0..{result.ranks - 1}}}.et, "
+          f"{result.comm_groups_path.name}, {result.layout_path.name}")
+    print(f"bsRatio {s['bs_ratio']}; gradients {s['gradients']['tensors']} tensors, "
+          f"{s['gradients']['scaled_bytes']} bytes; single-GPU compute {s['single_gpu_time_ns']} ns")
+    return ExitCode.OK
+
+
+if __name__ == "__main__":
+    sys.exit(int(main()))
