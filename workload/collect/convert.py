@@ -59,11 +59,15 @@ class ConvertResult:
 
 def convert_pair(execution_trace: str | os.PathLike, profiler_trace: str | os.PathLike,
                  out_dir: str | os.PathLike, *, time_source: str = "gpu",
-                 tpflag_rule: str = "triosim") -> ConvertResult:
+                 tpflag_rule: str = "triosim",
+                 timing_trace: str | os.PathLike | None = None) -> ConvertResult:
     """Convert one ET + Kineto pair of the same step into TrioSim CSVs in out_dir.
 
     time_source "gpu": operator time = its kernels (sum, and first-start to last-end);
     "cpu": both = the operator's host duration (for CPU-only runs).
+    timing_trace: a Kineto trace of another run of the same step, recorded without
+    the execution-trace observer, whose times are used instead (the observer about
+    doubles host operator times); its outermost operators must match by position.
     """
     if time_source not in TIME_SOURCES or tpflag_rule not in TPFLAG_RULES:
         raise ValueError(f"time_source {time_source!r} / tpflag_rule {tpflag_rule!r}")
@@ -71,6 +75,9 @@ def convert_pair(execution_trace: str | os.PathLike, profiler_trace: str | os.Pa
     prof = load_profiler_trace(profiler_trace, need_kernels=time_source == "gpu")
     operators = outermost_operators(et)
     events, join = match_events(et, prof, operators)
+    if timing_trace is not None:
+        timing = load_profiler_trace(timing_trace, need_kernels=time_source == "gpu")
+        events = retime(prof, timing, events)
     rows, tensors = build_rows(et, operators, events, time_source, tpflag_rule)
     kept = [r for r in rows if r.span_ns != 0]             # TrioSim: Operator_cudatime != 0
     tensor_csv, trace_csv = write_triosim_csvs(out_dir, tensors, kept)
@@ -135,6 +142,20 @@ def match_events(et: ExecutionTrace, prof: ProfilerTrace,
             e.name != op.node.name for e, op in zip(prof.ops, operators)):
         raise ProfilerTraceError(prof.path, "traceEvents", _position_mismatch(et, prof, operators))
     return list(prof.ops), "position"
+
+
+def retime(prof: ProfilerTrace, timing: ProfilerTrace,
+           events: list[ProfiledOp | None]) -> list[ProfiledOp | None]:
+    """Swap each matched event for the same-position outermost operator of timing."""
+    for i, (a, b) in enumerate(zip(prof.ops, timing.ops)):
+        if a.name != b.name:
+            raise ProfilerTraceError(timing.path, "traceEvents", f"outermost operator {i + 1} is "
+                                     f"{b.name!r}, but {a.name!r} in {prof.path}: not the same step")
+    if len(prof.ops) != len(timing.ops):
+        raise ProfilerTraceError(timing.path, "traceEvents", f"{len(timing.ops)} outermost operators, "
+                                 f"but {len(prof.ops)} in {prof.path}: not the same step")
+    same = {id(a): b for a, b in zip(prof.ops, timing.ops)}
+    return [None if e is None else same[id(e)] for e in events]
 
 
 def _position_mismatch(et: ExecutionTrace, prof: ProfilerTrace, operators: list[EtOperator]) -> str:
