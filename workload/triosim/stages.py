@@ -23,7 +23,7 @@ from fractions import Fraction
 from workload.triosim.anatomy import Anatomy
 from workload.triosim.errors import LayoutError
 from workload.triosim.scaling import ScaledTrace
-from workload.triosim.trace import Operator
+from workload.triosim.trace import Operator, Trace
 
 
 @dataclass
@@ -61,7 +61,7 @@ def plan_stages(anatomy: Anatomy, scaled: ScaledTrace, pp: int, balance: str) ->
         stages[fwd_stage[p.forward_pos]].parameters.append(i)
     if balance == "time":
         _share_optimizer(stages, anatomy)
-    _cut_tensors(stages, anatomy, fwd_stage)
+    _cut_tensors(stages, anatomy, scaled.trace, fwd_stage)
     return stages
 
 
@@ -116,18 +116,31 @@ def _share_optimizer(stages: list[Stage], anatomy: Anatomy) -> None:
             st.optimizer = [(op, share) for op in anatomy.optimizer]
 
 
-def _cut_tensors(stages: list[Stage], anatomy: Anatomy, fwd_stage: list[int]) -> None:
+def _cut_tensors(stages: list[Stage], anatomy: Anatomy, trace: Trace, fwd_stage: list[int]) -> None:
+    """Fill each stage's ``send_tensors``. Tensors are matched by storage, so a view made by an
+    operator the tracer dropped (VGG's flatten: 199 → 205) still links writer and reader."""
     params = anatomy.parameter_ids
-    written: dict[int, int] = {}  # tensor → first stage whose forward op writes it
-    read_last: dict[int, int] = {}  # tensor → last stage whose forward op reads it
+
+    def key(t: int) -> tuple[str, int]:
+        storage = trace.tensors[t].storage_id
+        return ("storage", storage) if storage else ("tensor", t)
+
+    param_keys = {key(t) for t in params}
+    written: dict[tuple[str, int], int] = {}  # first stage whose forward op writes it
+    read_last: dict[tuple[str, int], int] = {}  # last stage whose forward op reads it
+    read_as: dict[tuple[str, int], int] = {}  # the largest tensor read under that key
     for op, s in zip(anatomy.forward, fwd_stage):
         for t in op.inputs:
-            read_last[t] = max(read_last.get(t, s), s)
+            k = key(t)
+            if t in params or k in param_keys:
+                continue
+            read_last[k] = max(read_last.get(k, s), s)
+            if trace.tensors[t].bytes > trace.tensors[read_as.get(k, t)].bytes or k not in read_as:
+                read_as[k] = t
         for t in op.outputs:
-            written.setdefault(t, s)
+            written.setdefault(key(t), s)
     for st in stages[:-1]:
-        st.send_tensors = [t for t, s in written.items()
-                           if s <= st.index < read_last.get(t, -1) and t not in params]
+        st.send_tensors = [read_as[k] for k, s in written.items() if s <= st.index < read_last.get(k, -1)]
 
 
 def schedule(kind: str, pp: int, stage: int, micro_batches: int) -> list[tuple[str, int]]:

@@ -134,7 +134,7 @@ class _Row:
     def number(self, column: str) -> Fraction:
         s = self.text(column)
         if not _NUMBER.fullmatch(s):
-            what = "a negative number" if s.startswith("-") else repr(s)
+            what = f"{s!r}, a negative number" if s.startswith("-") else repr(s)
             raise self.error(column, f"expected a non-negative number of microseconds, found {what}")
         return Fraction(s.lstrip("+"))
 
