@@ -109,12 +109,17 @@ def _run_collect(args: argparse.Namespace) -> None:
 
     done = collect(args.model, args.batch_size, args.out, device=args.device, iterations=args.iterations,
                    loss=args.loss, optimizer=args.optimizer, tpflag_rule=args.tpflag_rule)
+    out = Path(args.out)
+    rel = lambda p: None if p is None else p.relative_to(out).as_posix()  # noqa: E731
     meta = {"model": args.model, "batch_size": args.batch_size, "device": done.device,
             "time_source": done.result.time_source, "iterations": args.iterations,
-            "execution_trace": str(done.execution_trace), "profiler_trace": str(done.profiler_trace),
-            "timing_trace": None if done.timing_trace is None else str(done.timing_trace)}
-    (Path(args.out) / "collect.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+            "tpflag_rule": args.tpflag_rule, "torch": done.torch_version,
+            "execution_trace": rel(done.execution_trace), "profiler_trace": rel(done.profiler_trace),
+            "timing_trace": rel(done.timing_trace), "notes": list(done.notes)}
+    (out / "collect.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     _report(done.result)
+    for note in done.notes:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _report(r: ConvertResult) -> None:

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from workload.collect.errors import ProfilerTraceError
+from workload.collect.errors import ProfilerTraceError, TimingTraceMismatch
 from workload.collect.execution_trace import EtNode, ExecutionTrace, load_execution_trace
 from workload.collect.profiler_trace import ProfiledOp, ProfilerTrace, load_profiler_trace
 from workload.collect.triosim_format import OperatorRow, TensorRow, operator_tensors, write_triosim_csvs
@@ -149,10 +149,10 @@ def retime(prof: ProfilerTrace, timing: ProfilerTrace,
     """Swap each matched event for the same-position outermost operator of timing."""
     for i, (a, b) in enumerate(zip(prof.ops, timing.ops)):
         if a.name != b.name:
-            raise ProfilerTraceError(timing.path, "traceEvents", f"outermost operator {i + 1} is "
+            raise TimingTraceMismatch(timing.path, "traceEvents", f"outermost operator {i + 1} is "
                                      f"{b.name!r}, but {a.name!r} in {prof.path}: not the same step")
     if len(prof.ops) != len(timing.ops):
-        raise ProfilerTraceError(timing.path, "traceEvents", f"{len(timing.ops)} outermost operators, "
+        raise TimingTraceMismatch(timing.path, "traceEvents", f"{len(timing.ops)} outermost operators, "
                                  f"but {len(prof.ops)} in {prof.path}: not the same step")
     same = {id(a): b for a, b in zip(prof.ops, timing.ops)}
     return [None if e is None else same[id(e)] for e in events]

@@ -19,3 +19,7 @@ class ProfilerTraceError(InputError):
 
 class ModelSpecError(InputError):
     """The ``--model MODULE:CALLABLE`` argument, or what the callable returned, is unusable."""
+
+
+class TimingTraceMismatch(ProfilerTraceError):
+    """The timing trace's outermost operators differ from the profiled step's."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from workload.collect.convert import ConvertResult, convert_pair
-from workload.collect.errors import ModelSpecError
+from workload.collect.errors import ModelSpecError, TimingTraceMismatch
 from workload.collect.spec import ModelSpec, load_model_spec
 
 ET_FILE = "execution_trace.json"
@@ -37,6 +37,8 @@ class CollectResult:
     execution_trace: Path
     profiler_trace: Path
     timing_trace: Path | None
+    torch_version: str
+    notes: tuple[str, ...] = ()
 
 
 def _import_torch() -> Any:
@@ -77,9 +79,18 @@ def collect(model_ref: str, batch_size: int, out_dir: str | os.PathLike, *, devi
     if device == "cpu":
         timing_path = raw / TIMING_FILE
         _profile_one_step(torch, step, device, timing_path, None)
-    result = convert_pair(et_path, kineto_path, out_dir, time_source="gpu" if device == "cuda" else "cpu",
-                          tpflag_rule=tpflag_rule, timing_trace=timing_path)
-    return CollectResult(result, device, et_path, kineto_path, timing_path)
+    source = "gpu" if device == "cuda" else "cpu"
+    notes: tuple[str, ...] = ()
+    try:
+        result = convert_pair(et_path, kineto_path, out_dir, time_source=source, tpflag_rule=tpflag_rule,
+                              timing_trace=timing_path)
+    except TimingTraceMismatch as exc:      # e.g. the profiled step was the first: Adam makes its state
+        notes = (f"the timing step ran other operators than the profiled one ({exc.problem}); the times "
+                 "written are those of the profiled step, inflated by the execution-trace observer; "
+                 "use --iterations 2 or more",)
+        timing_path = None
+        result = convert_pair(et_path, kineto_path, out_dir, time_source=source, tpflag_rule=tpflag_rule)
+    return CollectResult(result, device, et_path, kineto_path, timing_path, torch.__version__, notes)
 
 
 def _pick_device(torch: Any, device: str | None) -> str:
