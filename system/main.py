@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from network.analytical.symmetric import SymmetricUnawareBackend
 from network.config import NetworkConfig
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
+from system.symmetry import is_symmetric
 from system.sys import Sys
 from workload.graph import load_graph
 from workload.loader import load_workload_graphs
@@ -80,6 +82,7 @@ def run_simulation(
     max_events: int | None = None,
     max_wall_s: float | None = None,
     progress: Any = None,
+    symmetry: bool = True,
 ) -> SimulationResult:
     t0 = time.perf_counter()
     net = network if isinstance(network, NetworkConfig) else NetworkConfig.from_file(network)
@@ -107,13 +110,20 @@ def run_simulation(
     if comm_groups is not None and "empty" not in Path(comm_groups).name:
         groups_spec = load_comm_groups(comm_groups, npus)
     remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
-    cls = backend_class(name)
-    net_backend = cls(net, max_events=max_events, wall_limit_s=max_wall_s)
+    representative = (symmetry and not groups_spec and remote is None
+                      and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
+    if representative:
+        # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
+        net_backend = SymmetricUnawareBackend(net, max_events=max_events, wall_limit_s=max_wall_s)
+        ranks = [0]
+    else:
+        net_backend = backend_class(name)(net, max_events=max_events, wall_limit_s=max_wall_s)
+        ranks = list(range(npus))
     queues = [num_queues_per_dim] * net.topology.dims_count
     systems: list[Sys] = []
     workloads: list[Workload] = []
     custom_loader = _custom_loader_factory()
-    for r in range(npus):
+    for r in ranks:
         s = Sys(r, net_backend, sys_cfg, queues, custom_loader)
         groups = {gid: CommunicatorGroup(gid, members, s) for gid, members in groups_spec.items() if r in members}
         if remote is not None:
@@ -134,6 +144,8 @@ def run_simulation(
     if stuck:
         raise Deadlock(net_backend.now(), stuck, net_backend.unmatched())
     stats = net_backend.stats()
+    if representative:
+        workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
     return SimulationResult(
         backend=name,
         npus_count=npus,
@@ -150,8 +162,22 @@ def run_simulation(
             "backend": name,
             "topology": net.topology.describe(),
             "comm_groups": None if comm_groups is None else str(comm_groups),
+            "symmetric_fast_path": representative,
         },
     )
+
+
+class RankView:
+    """Another rank's view of the representative rank's workload in a symmetric run."""
+
+    __slots__ = ("_w", "rank")
+
+    def __init__(self, workload: Any, rank: int) -> None:
+        self._w = workload
+        self.rank = rank
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._w, name)
 
 
 def _custom_loader_factory():
@@ -219,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logging-configuration", default=None, help=argparse.SUPPRESS)
     p.add_argument("--logging-folder", default=None, help=argparse.SUPPRESS)
     p.add_argument("--report", metavar="OUT.json", help="write the full report as JSON")
+    p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
+                   help="simulate every rank even when all ranks are provably identical "
+                        "(by default such runs simulate one representative rank; results are the same)")
     p.add_argument("--max-events", type=int, default=None, help="stop (exit 2) after this many events")
     p.add_argument("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the totals")
@@ -246,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             args.workload, args.network, args.system,
             backend=args.backend, comm_groups=args.comm_groups, remote_memory=args.remote_memory,
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
-            max_events=args.max_events, max_wall_s=args.max_wall_seconds,
+            max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
         )
         from system.report import build_report, format_summary, write_json_atomic
 

@@ -1,0 +1,91 @@
+"""The symmetric fast path (one representative rank) gives exactly the general path's answer."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from network.config import NetworkConfig
+from system.config import SystemConfig
+from system.main import run_simulation
+from workload.builder import GraphBuilder
+
+KINDS = ["Ring", "FullyConnected", "Switch"]
+COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
+
+
+def _graph(ops: list[tuple[str, int]]) -> GraphBuilder:
+    b = GraphBuilder()
+    prev: list[int] = []
+    for i, (kind, amount) in enumerate(ops):
+        if kind == "comp":
+            nid = b.comp(f"c{i}", amount, deps=prev)
+        else:
+            nid = b.collective(f"k{i}", kind, amount, deps=prev)
+        prev = [nid] if i % 3 else []  # some nodes independent, to exercise the resource slots
+    return b
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    dims=st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from([2, 3, 4])), min_size=1, max_size=3),
+    ops=st.lists(st.tuples(st.sampled_from(["comp"] + COLLS), st.integers(1, 3 << 20)), min_size=1, max_size=5),
+    splits=st.sampled_from([1, 2, 4, 5]),
+    active=st.sampled_from([1, 2, 4]),
+    queues=st.sampled_from([1, 2]),
+    algo=st.sampled_from(["ring", "direct", "halvingDoubling"]),
+    optimization=st.sampled_from(["localBWAware", "baseline"]),
+    policy=st.sampled_from(["LIFO", "FIFO"]),
+)
+def test_fast_path_equals_general_path(tmp_path_factory, dims, ops, splits, active, queues, algo, optimization, policy) -> None:
+    if algo == "halvingDoubling":
+        dims = [(k, 4 if n == 3 else n) for k, n in dims]  # recursive halving needs powers of two
+    tmp = tmp_path_factory.mktemp("sym")
+    net = NetworkConfig.from_dict({
+        "topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
+        "bandwidth": [50 + 25 * i for i in range(len(dims))], "latency": [500 - 100 * i for i in range(len(dims))],
+    })
+    impl = [algo] * len(dims)
+    cfg = SystemConfig.from_dict({
+        "scheduling-policy": policy, "endpoint-delay": 10, "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": 1600,
+        "all-reduce-implementation": impl, "all-gather-implementation": impl,
+        "reduce-scatter-implementation": impl,
+        "all-to-all-implementation": impl if algo != "halvingDoubling" else ["direct"] * len(dims),
+    })
+    ops = [(k, a if k != "comp" else a // 100) for k, a in ops]
+    spec = _graph(ops).write(tmp / "w.et")
+    fast = run_simulation(spec, net, cfg, num_queues_per_dim=queues)
+    slow = run_simulation(spec, net, cfg, num_queues_per_dim=queues, symmetry=False)
+    assert fast.inputs["symmetric_fast_path"] and not slow.inputs["symmetric_fast_path"]
+    assert fast.finish_ns == slow.finish_ns
+    assert fast.network_stats["bytes_per_dim"] == slow.network_stats["bytes_per_dim"]
+
+
+def test_per_rank_files_with_different_ids_still_qualify(tmp_path: Path) -> None:
+    for r in range(4):
+        b = GraphBuilder()
+        b.nodes.clear()
+        b.comp("pad", 1000)
+        b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[0])
+        for n in b.nodes:  # ids differ per rank, as in ASTRA-sim's generated microbenchmarks
+            n.id += 10 * r
+            n.data_deps[:] = [d + 10 * r for d in n.data_deps]
+        b.write(tmp_path / "w", r)
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [500]})
+    r = run_simulation(tmp_path / "w", net)
+    assert r.inputs["symmetric_fast_path"]
+    assert r.finish_ns == run_simulation(tmp_path / "w", net, symmetry=False).finish_ns
+
+
+def test_asymmetric_workload_takes_the_general_path(tmp_path: Path) -> None:
+    for r in range(4):
+        b = GraphBuilder()
+        b.comp("c", 1000 * (r + 1))
+        b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[0])
+        b.write(tmp_path / "w", r)
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [500]})
+    r = run_simulation(tmp_path / "w", net)
+    assert not r.inputs["symmetric_fast_path"]
+    # the all-reduce cannot end on any rank before the slowest rank's compute (4 µs) is done
+    assert min(r.finish_ns) > 4000
