@@ -235,7 +235,8 @@ def test_pp_count_split_matches_triosim_and_sends_pair_with_recvs(tmp_path: Path
             if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
                 key = (a["comm_src"], a["comm_dst"], a["comm_tag"], a["comm_size"])
                 (sends if n.type == pb.COMM_SEND_NODE else recvs)[key] += 1
-                assert a["comm_size"] == act and rank == (a["comm_src"] if n.type == pb.COMM_SEND_NODE else a["comm_dst"])
+                own = a["comm_src"] if n.type == pb.COMM_SEND_NODE else a["comm_dst"]
+                assert a["comm_size"] == act and own == rank
     assert sends == recvs and len(sends) == 4 and set(sends.values()) == {1}
     # stage 0 (GPipe): F0 F1, then B0 B1, each backward pass after its gradient arrives
     names = [n.name for n in ranks[0] if n.type != pb.COMP_NODE]

@@ -85,7 +85,7 @@ class ProgramBuilder:
                 ready = max(ready, b.ready)
                 b = Bucket(b.params, b.size_bytes, ready)
             out.append(b)
-        return out
+        return [b for b in out if b.size_bytes > 0]  # a 0-byte collective is never written
 
     def _bucket(self, members: list[int], size: int, local: dict[int, int], st: Stage) -> Bucket:
         if not st.backward:

@@ -149,7 +149,8 @@ class _Row:
         for token in inner.split(sep):
             t = token.strip().strip("'")
             if not _INT.fullmatch(t):
-                raise self.error(column, f"list item {token.strip()!r} is not a non-negative integer (items are separated by {sep!r})")
+                raise self.error(column, f"list item {token.strip()!r} is not a non-negative integer "
+                                         f"(items are separated by {sep!r})")
             out.append(int(t))
         return tuple(out)
 
@@ -159,7 +160,8 @@ def _records(path: Path, columns: tuple[str, ...]) -> Iterator[_Row]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise TrioSimTraceError(path, "", "file not found; a TrioSim trace folder holds tensor.csv and trace.csv") from None
+        raise TrioSimTraceError(
+            path, "", "file not found; a TrioSim trace folder holds tensor.csv and trace.csv") from None
     except (OSError, UnicodeDecodeError) as e:
         raise TrioSimTraceError(path, "", f"cannot read as UTF-8 text ({e})") from None
     if not text.strip():
