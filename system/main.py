@@ -230,8 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system", "--system-configuration", dest="system", metavar="S.json",
                    help="system config (ASTRA-sim JSON, or YAML with the same keys); default: ASTRA-sim's "
                         "Ring_4chunks.json (ring everywhere, 4 chunks, endpoint-delay 10, local-mem-bw 1600)")
-    p.add_argument("--backend", choices=known_backends(), default=None,
-                   help="network backend (overrides the YAML 'backend:' key; default congestion-unaware)")
+    p.add_argument("--backend", default=None, metavar="NAME",
+                   help=f"network backend: {', '.join(known_backends())} (overrides the YAML 'backend:' key; "
+                        "default congestion-unaware)")
     p.add_argument("--remote-memory-configuration", dest="remote_memory", metavar="M.json",
                    help="remote-memory JSON for MEM_LOAD/MEM_STORE nodes (ASTRA-sim's memory-type keys)")
     p.add_argument("--comm-group-configuration", dest="comm_groups", metavar="G.json",
