@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import enum
 import sys
+import traceback
 
 from network.errors import InputError
 from workload.triosim import add_layout_arguments, convert_triosim, layout_from_args
@@ -36,6 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     tri.add_argument("--trace-dir", required=True, help="folder holding tensor.csv and trace.csv")
     tri.add_argument("-o", "--output", required=True, metavar="OUT/PREFIX",
                      help="writes OUT/PREFIX.{rank}.et, .comm_groups.json and .layout.json")
+    tri.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
     add_layout_arguments(tri)
     return parser.parse_args(argv)
 
@@ -56,6 +58,12 @@ def main(argv: list[str] | None = None) -> ExitCode:
     except OSError as exc:
         print(f"error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
+    except Exception as exc:  # a bug in us: one line, the traceback only when asked for
+        if args.debug:
+            traceback.print_exc()
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return ExitCode.INTERNAL_ERROR
     s = result.summary
     print(f"wrote {result.ranks} rank(s): {result.prefix}.{{0..{result.ranks - 1}}}.et, "
           f"{result.comm_groups_path.name}, {result.layout_path.name}")

@@ -312,3 +312,20 @@ def test_layout_errors() -> None:
         Layout(micro_batches=0)
     with pytest.raises(LayoutError, match="--bucket-mb"):
         Layout(bucket_mb=0)
+
+
+def test_forward_only_trace_is_inference(tmp_path: Path) -> None:
+    """No backward operators: no backward passes, no gradient sync, only activations flow."""
+    d = tmp_path / "fwd"
+    d.mkdir()
+    (d / "tensor.csv").write_bytes((VGG / "tensor.csv").read_bytes())
+    lines = (VGG / "trace.csv").read_text().split("\n")
+    (d / "trace.csv").write_text("\n".join(line for line in lines if ",backward," not in line
+                                           and ",optimizer," not in line))
+    res, ranks = convert(tmp_path, d, dp=2, pp=2, micro_batches=2, dp_mode="ddp")
+    for nodes in ranks:
+        assert not colls(nodes)
+        assert not any("gradient" in n.name for n in nodes)
+    assert Counter(n.type for n in ranks[2])[pb.COMM_RECV_NODE] == 2  # stage 1 receives 2 micro-batches
+    fwd_ns = sum(op.time_us for op in load_trace(d).operators) * 1000
+    assert sum(r["compute_ns"] for r in res.summary["per_rank"][::2]) == fwd_ns

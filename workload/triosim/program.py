@@ -49,7 +49,10 @@ class ProgramBuilder:
                  stages: list[Stage], groups: CommGroups) -> None:
         self.anatomy, self.scaled, self.layout = anatomy, scaled, layout
         self.stages, self.groups = stages, groups
-        self.buckets = [self._buckets(st) for st in stages] if layout.dp > 1 and layout.dp_mode == "ddp" else None
+        #: a trace without backward operators is inference: no backward passes, no gradient sync
+        self.training = bool(anatomy.backward)
+        ddp = layout.dp > 1 and layout.dp_mode == "ddp" and self.training
+        self.buckets = [self._buckets(st) for st in stages] if ddp else None
 
     # -------------------------------------------------------------------------------- sizes
 
@@ -111,7 +114,7 @@ class ProgramBuilder:
         for kind, m in schedule(lay.pp_schedule, lay.pp, p, lay.micro_batches):
             if kind == "F":
                 self._forward(g, st, d, t, p, m, tp_group)
-            else:
+            elif self.training:
                 last = m == lay.micro_batches - 1
                 hooks = self._hooks(p) if last and self.buckets is not None else {}
                 bucket_nodes += self._backward(g, st, d, t, p, m, tp_group, dp_group, hooks)
@@ -119,7 +122,7 @@ class ProgramBuilder:
             bucket_nodes += [g.all_reduce(f"ddp bucket {k} all-reduce ({b.size_bytes} B)", b.size_bytes, dp_group,
                                           chain=False) for k, b in enumerate(self.buckets[p]) if b.ready is None]
             g.join(bucket_nodes)
-        elif lay.dp > 1:
+        elif lay.dp > 1 and self.training:
             total = sum(self.gradient_bytes(i) for i in st.parameters)
             if total > 0:
                 g.all_reduce(f"dp all-reduce of gradients ({total} B)", total, dp_group)
