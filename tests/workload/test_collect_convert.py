@@ -318,6 +318,19 @@ def test_convert_runs_without_torch_and_bad_input_has_no_traceback(vgg_pair, tmp
     assert collect.returncode == 2 and "dtsim[collect]" in collect.stderr and "Traceback" not in collect.stderr
 
 
+def test_shipped_collector_output_loads_and_converts_without_torch(tmp_path: Path) -> None:
+    """The example made by collect (transformer block, CPU) fits the TrioSim loader and a 2x2 layout."""
+    from workload.triosim import convert_triosim, load_trace
+
+    example = ROOT / "examples" / "collect" / "transformer_block-cpu-bs8"
+    ops = _rows(example / "trace.csv")
+    assert len(load_trace(example).operators) == len(ops) == 103
+    flagged = {op["OperatorName"] for op in ops if op["tpflag"] == "1" and op["stage"] == "forward"}
+    assert flagged == {"aten::embedding", "aten::linear"}
+    done = convert_triosim(example, batch_size=8, dp=2, tp=2, out_prefix=tmp_path / "tblock")
+    assert done.ranks == 4 and all(done.et_path(r).is_file() for r in range(4))
+
+
 def test_profiler_trace_error_is_an_input_error() -> None:
     from network.errors import InputError
     assert issubclass(ProfilerTraceError, InputError)

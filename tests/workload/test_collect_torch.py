@@ -30,7 +30,7 @@ def mlp_trace(tmp_path_factory) -> tuple[Path, str]:
     err = io.StringIO()
     with redirect_stderr(err):
         code = main(["--model", "workload.collect.models:mlp", "--batch-size", "8", "--device", "cpu",
-                     "--iterations", "2", "--out", str(out)])
+                     "--iterations", "2", "--threads", "1", "--out", str(out)])
     assert code == 0, err.getvalue()
     return out, err.getvalue()
 

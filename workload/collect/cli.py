@@ -42,6 +42,8 @@ def _collect_parser() -> argparse.ArgumentParser:
                    help="default: cuda when torch sees a GPU, else cpu (times are then CPU operator durations)")
     p.add_argument("--iterations", type=int, default=4,
                    help="training steps to run; the last one is profiled (default 4: 3 warm-up)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's); 1 gives steadier CPU times on a busy machine")
     p.add_argument("--loss", choices=LOSSES, default=None, help="default: the model's, else cross_entropy")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the model's, else adam")
     _common(p)
@@ -108,12 +110,12 @@ def _run_collect(args: argparse.Namespace) -> None:
     from workload.collect.profile_step import collect     # imports torch
 
     done = collect(args.model, args.batch_size, args.out, device=args.device, iterations=args.iterations,
-                   loss=args.loss, optimizer=args.optimizer, tpflag_rule=args.tpflag_rule)
+                   loss=args.loss, optimizer=args.optimizer, tpflag_rule=args.tpflag_rule, threads=args.threads)
     out = Path(args.out)
     rel = lambda p: None if p is None else p.relative_to(out).as_posix()  # noqa: E731
     meta = {"model": args.model, "batch_size": args.batch_size, "device": done.device,
             "time_source": done.result.time_source, "iterations": args.iterations,
-            "tpflag_rule": args.tpflag_rule, "torch": done.torch_version,
+            "tpflag_rule": args.tpflag_rule, "threads": args.threads, "torch": done.torch_version,
             "execution_trace": rel(done.execution_trace), "profiler_trace": rel(done.profiler_trace),
             "timing_trace": rel(done.timing_trace), "notes": list(done.notes)}
     (out / "collect.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from workload.collect.convert import ConvertResult, convert_pair
 from workload.collect.errors import ModelSpecError, TimingTraceMismatch
@@ -53,44 +53,57 @@ def _import_torch() -> Any:
 
 def collect(model_ref: str, batch_size: int, out_dir: str | os.PathLike, *, device: str | None = None,
             iterations: int = 4, loss: str | None = None, optimizer: str | None = None,
-            tpflag_rule: str = "triosim", seed: int = 0) -> CollectResult:
+            tpflag_rule: str = "triosim", seed: int = 0, threads: int | None = None) -> CollectResult:
     """Profile the last of ``iterations`` training steps and write TrioSim CSVs to out_dir."""
     torch = _import_torch()
-    if batch_size < 1 or iterations < 1:
-        raise ModelSpecError(None, "--batch-size/--iterations", "both must be at least 1")
+    if batch_size < 1 or iterations < 1 or (threads is not None and threads < 1):
+        raise ModelSpecError(None, "--batch-size/--iterations/--threads", "each must be at least 1")
     device = _pick_device(torch, device)
-    torch.manual_seed(seed)
-    spec = load_model_spec(model_ref, batch_size)
-    model, inputs, target, loss_fn, opt = _prepare(torch, spec, device, loss, optimizer, model_ref)
-
-    def step() -> None:
-        opt.zero_grad()
-        output = model(*inputs)
-        loss_fn(output, target).backward()
-        opt.step()
-
-    for _ in range(iterations - 1):
-        step()
     raw = Path(out_dir) / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     et_path, kineto_path = raw / ET_FILE, raw / KINETO_FILE
-    _profile_one_step(torch, step, device, kineto_path, et_path)
-    timing_path = None
-    if device == "cpu":
-        timing_path = raw / TIMING_FILE
-        _profile_one_step(torch, step, device, timing_path, None)
-    source = "gpu" if device == "cuda" else "cpu"
-    notes: tuple[str, ...] = ()
-    try:
-        result = convert_pair(et_path, kineto_path, out_dir, time_source=source, tpflag_rule=tpflag_rule,
-                              timing_trace=timing_path)
-    except TimingTraceMismatch as exc:      # e.g. the profiled step was the first: Adam makes its state
-        notes = (f"the timing step ran other operators than the profiled one ({exc.problem}); the times "
-                 "written are those of the profiled step, inflated by the execution-trace observer; "
-                 "use --iterations 2 or more",)
-        timing_path = None
-        result = convert_pair(et_path, kineto_path, out_dir, time_source=source, tpflag_rule=tpflag_rule)
+    timing_path = raw / TIMING_FILE if device == "cpu" else None
+    previous_threads = torch.get_num_threads()
+    try:                                       # the thread count is process-wide: put it back
+        if threads is not None:
+            torch.set_num_threads(threads)
+        torch.manual_seed(seed)
+        step = _training_step(torch, load_model_spec(model_ref, batch_size), device, loss, optimizer, model_ref)
+        for _ in range(iterations - 1):
+            step()
+        _profile_one_step(torch, step, device, kineto_path, et_path)
+        if timing_path is not None:
+            _profile_one_step(torch, step, device, timing_path, None)
+    finally:
+        torch.set_num_threads(previous_threads)
+    result, timing_path, notes = _convert(et_path, kineto_path, timing_path, out_dir, tpflag_rule,
+                                          "gpu" if device == "cuda" else "cpu")
     return CollectResult(result, device, et_path, kineto_path, timing_path, torch.__version__, notes)
+
+
+def _convert(et_path: Path, kineto_path: Path, timing_path: Path | None, out_dir: str | os.PathLike,
+             tpflag_rule: str, source: str) -> tuple[ConvertResult, Path | None, tuple[str, ...]]:
+    try:
+        return convert_pair(et_path, kineto_path, out_dir, time_source=source, tpflag_rule=tpflag_rule,
+                            timing_trace=timing_path), timing_path, ()
+    except TimingTraceMismatch as exc:         # e.g. the profiled step was the first: Adam made its state
+        note = (f"the timing step ran other operators than the profiled one ({exc.problem}); the times "
+                "written are those of the profiled step, inflated by the execution-trace observer; "
+                "use --iterations 2 or more")
+        return convert_pair(et_path, kineto_path, out_dir, time_source=source,
+                            tpflag_rule=tpflag_rule), None, (note,)
+
+
+def _training_step(torch: Any, spec: ModelSpec, device: str, loss: str | None, optimizer: str | None,
+                   ref: str) -> Callable[[], None]:
+    """zero_grad; loss(model(x), y).backward(); optimizer.step(), as TrioSim's datacollect.py."""
+    model, inputs, target, loss_fn, opt = _prepare(torch, spec, device, loss, optimizer, ref)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(model(*inputs), target).backward()
+        opt.step()
+    return step
 
 
 def _pick_device(torch: Any, device: str | None) -> str:
