@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 from workload.errors import WorkloadError
@@ -29,9 +30,11 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
         return _check_ranks(p / prefix, files, npus_count)
     if p.is_file():
         m = _RANK_FILE.match(p.name)
-        if m and (p.parent / f"{m['prefix']}.{1 if m['rank'] == '0' else 0}.et").exists():
-            raise WorkloadError(
-                p, "", f"this is one rank's file of a per-rank workload; pass the prefix {p.parent / m['prefix']}"
+        if m and all((p.parent / f"{m['prefix']}.{r}.et").exists() for r in range(npus_count)):
+            warnings.warn(
+                f"{p}: every rank runs this one file, although {p.parent / m['prefix']}.<rank>.et exists for "
+                f"all {npus_count} ranks; pass the prefix {p.parent / m['prefix']} to give each rank its own",
+                stacklevel=2,
             )
         return [p] * npus_count
     files: dict[int, Path] = {}
