@@ -72,5 +72,10 @@ def main(argv: list[str] | None = None) -> ExitCode:
     return ExitCode.OK
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """Entry point for a console script (``dtsim-convert = "workload.convert:console_main"``)."""
     sys.exit(int(main()))
+
+
+if __name__ == "__main__":
+    console_main()
