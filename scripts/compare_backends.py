@@ -1,0 +1,123 @@
+#!/usr/bin/env python
+"""Run one workload on every installed network backend and put the answers side by side.
+
+    python scripts/compare_backends.py --workload W --network N.yaml [--system S.json] [--plot out.png]
+
+Per backend: end time, mean and max rank finish, mean exposed communication, wall time, and the
+relative difference of the end time against the congestion-unaware result. A backend whose
+optional package is missing is listed as "not installed"; one that fails shows its error.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from network.errors import InputError  # noqa: E402
+from network.registry import known_backends  # noqa: E402
+from system.main import Deadlock, run_simulation  # noqa: E402
+from system.report import build_report  # noqa: E402
+
+_OPTIONAL = {"ns3": "ns"}
+
+
+def installed(name: str) -> bool:
+    mod = _OPTIONAL.get(name)
+    return mod is None or importlib.util.find_spec(mod) is not None
+
+
+def compare(workload: str, network: str, system: str | None, backends: list[str], **kw) -> list[dict]:
+    rows = []
+    for b in backends:
+        row: dict = {"backend": b}
+        if not installed(b):
+            row["status"] = "not installed (pip install -e '.[ns3]')"
+            rows.append(row)
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = run_simulation(workload, network, system, backend=b, symmetry=False, **kw)
+        except (InputError, Deadlock) as e:
+            row["status"] = f"error: {str(e).splitlines()[0]}"
+            rows.append(row)
+            continue
+        rep = build_report(r)
+        fin = [x["finish_cycles"] for x in rep["ranks"]]
+        exposed = [x["exposed_comm_cycles"] for x in rep["ranks"]]
+        row.update(status="ok", end_cycles=max(fin), mean_cycles=sum(fin) / len(fin), max_cycles=max(fin),
+                   exposed_comm_cycles=sum(exposed) / len(exposed), wall_s=time.perf_counter() - t0,
+                   events=r.events)
+        rows.append(row)
+    base = next((x for x in rows if x["backend"] == "congestion-unaware" and x["status"] == "ok"), None)
+    for x in rows:
+        if base and x["status"] == "ok":
+            x["vs_unaware_pct"] = 100.0 * (x["end_cycles"] - base["end_cycles"]) / base["end_cycles"]
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    hdr = f"{'backend':<20} {'end cycles':>12} {'mean rank':>12} {'max rank':>12} {'exposed comm':>13} {'wall s':>8} {'vs unaware':>11}"
+    out = [hdr, "-" * len(hdr)]
+    for x in rows:
+        if x["status"] != "ok":
+            out.append(f"{x['backend']:<20} {x['status']}")
+            continue
+        out.append(f"{x['backend']:<20} {x['end_cycles']:>12} {x['mean_cycles']:>12.0f} {x['max_cycles']:>12} "
+                   f"{x['exposed_comm_cycles']:>13.0f} {x['wall_s']:>8.2f} {x.get('vs_unaware_pct', 0):>+10.1f}%")
+    return "\n".join(out)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [x for x in rows if x["status"] == "ok"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar([x["backend"] for x in ok], [x["end_cycles"] / 1000 for x in ok], color="#4c72b0")
+    for i, x in enumerate(ok):
+        ax.text(i, x["end_cycles"] / 1000, f"{x.get('vs_unaware_pct', 0):+.1f}%", ha="center", va="bottom")
+    ax.set_ylabel("end time (µs)")
+    ax.set_title("Same workload, three network models")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--network", required=True)
+    ap.add_argument("--system")
+    ap.add_argument("--backends", nargs="*", default=known_backends(), help="default: every known backend")
+    ap.add_argument("--num-queues-per-dim", type=int, default=1)
+    ap.add_argument("--comm-group-configuration", dest="comm_groups")
+    ap.add_argument("--json", help="write the rows as JSON")
+    ap.add_argument("--plot", help="draw the end times as a PNG (needs matplotlib)")
+    a = ap.parse_args(argv)
+    try:
+        rows = compare(a.workload, a.network, a.system, a.backends, num_queues_per_dim=a.num_queues_per_dim,
+                       comm_groups=a.comm_groups)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_table(rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    if a.plot:
+        try:
+            plot(rows, a.plot)
+        except ImportError:
+            print("error: --plot needs matplotlib: pip install -e '.[plot]'", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
