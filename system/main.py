@@ -202,6 +202,7 @@ import traceback  # noqa: E402
 
 from network.errors import InputError, SimulationLimitError  # noqa: E402
 from network.registry import known_backends  # noqa: E402
+from workload.triosim import add_layout_arguments, convert_triosim, is_trace_dir, layout_from_args  # noqa: E402
 
 
 class ExitCode(enum.IntEnum):
@@ -251,9 +252,37 @@ def build_parser() -> argparse.ArgumentParser:
                         "(by default such runs simulate one representative rank; results are the same)")
     p.add_argument("--max-events", type=int, default=None, help="stop (exit 2) after this many events")
     p.add_argument("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time")
+    p.add_argument("--triosim-out", metavar="OUT/PREFIX",
+                   help="with a TrioSim trace folder as --workload: keep the converted Chakra files here "
+                        "(default: a temporary folder)")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the totals")
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    add_layout_arguments(p)
     return p
+
+
+def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[str, str | None]:
+    """One-step form: a TrioSim trace folder as --workload is converted first (issue 4)."""
+    import tempfile
+
+    layout = layout_from_args(args)
+    if not is_trace_dir(args.workload):
+        changed = [k for k, v in layout.items() if v != parser.get_default(k)]
+        if changed:
+            raise InputError(None, f"--{changed[0].replace('_', '-')}",
+                             "layout flags apply only when --workload is a TrioSim trace folder "
+                             "(tensor.csv + trace.csv)")
+        return args.workload, args.comm_groups
+    npus = NetworkConfig.from_file(args.network).topology.npus_count
+    ranks = layout["dp"] * layout["tp"] * layout["pp"]
+    if ranks not in (1, npus):
+        raise InputError(None, "--dp/--tp/--pp",
+                         f"the layout has dp×tp×pp = {ranks} ranks but the network {args.network} has {npus} NPUs")
+    prefix = args.triosim_out or str(Path(tempfile.mkdtemp(prefix="dtsim-triosim-")) / "triosim")
+    conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
+    # one rank: every NPU of the network replays the single-GPU trace
+    workload = str(conv.prefix) if conv.ranks > 1 else str(conv.et_path(0))
+    return workload, args.comm_groups or (str(conv.comm_groups_path) if conv.comm_groups_path else None)
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
@@ -272,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(None, "--num-queues-per-dim", "must be >= 1")
         if args.rendezvous_protocol not in (None, "0", "false", "False"):
             raise InputError(None, "--rendezvous-protocol", "the rendezvous protocol is not supported")
+        workload, comm_groups = _prepare_triosim(args, parser)
         result = run_simulation(
-            args.workload, args.network, args.system,
-            backend=args.backend, comm_groups=args.comm_groups, remote_memory=args.remote_memory,
+            workload, args.network, args.system,
+            backend=args.backend, comm_groups=comm_groups, remote_memory=args.remote_memory,
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
             max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
         )

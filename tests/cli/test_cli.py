@@ -190,3 +190,32 @@ def test_receive_without_send_is_reported_stuck(example_args: list[str], tmp_pat
     assert r.returncode == 3
     assert "rank 1:" in r.stderr and "no matching send from rank 0 with tag 7" in r.stderr
     assert "receive on rank 1 from rank 0" in r.stderr
+
+
+# -- one-step TrioSim: a trace folder as --workload ------------------------------------------------
+
+def test_triosim_folder_one_step(tmp_path: Path) -> None:
+    base = ["--network", str(EXAMPLES / "network" / "triosim_like.yml"),
+            "--system", str(EXAMPLES / "triosim" / "triosim_like_system.json"), "--quiet"]
+    single = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", *base)
+    assert single.returncode == 0, single.stderr
+    assert "end 94038000 cycles" in single.stdout  # Σ Operator_cudatimenooverlap, exactly
+    half = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128",
+                   "--batch-size-sim", "64", *base)
+    assert "end 47019000 cycles" in half.stdout
+    dp = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", "--dp", "8",
+                 "--triosim-out", str(tmp_path / "vgg" / "p"), *base)
+    assert dp.returncode == 0, dp.stderr
+    assert (tmp_path / "vgg" / "p.7.et").exists()
+    end = int(dp.stdout.split("end ")[1].split()[0])
+    assert end > 94038000
+
+
+def test_layout_flags_need_a_trace_folder(example_args: list[str]) -> None:
+    _assert_bad(run_cli(*example_args, "--dp", "8"), "--dp", "TrioSim trace folder")
+
+
+def test_layout_must_match_the_network() -> None:
+    r = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", "--dp", "4",
+                "--network", str(EXAMPLES / "network" / "triosim_like.yml"))
+    _assert_bad(r, "dp×tp×pp = 4", "8 NPUs")
