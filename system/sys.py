@@ -290,12 +290,14 @@ class Sys:
 
     def _generate_custom(self, dataset: DataSet, size: int, impl: CollectiveImpl, com_type: ComType,
                          pri: int, group: CommunicatorGroup | None) -> DataSet:
-        from system.collective.custom import CustomAlgorithm
+        from system.collective.custom import CustomAlgorithm, resolve_custom_prefix
 
         if self.custom_loader is None:
             raise SystemConfigError(self.config.path, "custom implementation", "custom collectives are not available")
         pos = group.pos_in_group if group is not None else self.id
-        algo = CustomAlgorithm(com_type, self.id, size, self.custom_loader(impl.filename, self.id), group)
+        # ASTRA-sim replays <prefix>.<position in the collective>.et (CustomAlgorithm.cc)
+        prefix = resolve_custom_prefix(impl.filename, self.config.path, pos)
+        algo = CustomAlgorithm(com_type, self.id, size, self.custom_loader(prefix, pos), group)
         phase = CollectivePhase(0, algo)
         dataset.total_streams = 1
         stream = StreamBaseline(self, dataset, self._next_stream_id(group), [phase], pri)

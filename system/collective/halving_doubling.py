@@ -1,0 +1,165 @@
+"""Recursive halving and doubling (ASTRA-sim: HalvingDoubling.cc).
+
+Each step exchanges one message with the partner ``rank_offset`` ring positions away, clockwise
+when ``index_in_ring / rank_offset`` is even and anticlockwise otherwise, so partners pair up.
+After every message the offset and the size change by ``offset_multiplier``
+(docs/astra-sim-semantics.md §7.2):
+
+* reduce-scatter: offset 1, 2, 4 … N/2 with ``data/2``, ``data/4`` … ``data/N`` bytes;
+* all-gather: offset N/2 … 1 with ``data``, ``2·data`` … bytes (the output grows N-fold);
+* all-reduce: the reduce-scatter steps, then, when the offset reaches N, the same steps back.
+
+Packets come in groups of one zero-latency and ``log2 N − 1`` non-zero-latency packets (ASTRA-sim
+writes ``log2(N) - 1 * parallel_reduce``); the non-zero-latency ones of reduce-scatter, and of
+all-reduce's first group, carry a reduction. A bundle is sized with the message size current when
+it is inserted, i.e. the size of the message it will send, not of the one just received.
+ASTRA-sim does nothing special for N not a power of two: step counts are ``log2 N`` truncated.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from system.collective.algorithm import Algorithm, ComType
+from system.errors import UnsupportedFeatureError
+from system.logical_topology import RingTopology
+
+
+class HalvingDoubling(Algorithm):
+    """Halving-doubling on one ring dimension (ASTRA-sim: HalvingDoubling). Sizes in bytes."""
+
+    __slots__ = ("topology", "nodes_in_ring", "curr_receiver", "curr_sender", "parallel_reduce",
+                 "stream_count", "msg_size", "rank_offset", "offset_multiplier", "toggle",
+                 "zero_latency_packets", "non_zero_latency_packets", "pending", "free_packets",
+                 "remained_packets_per_message", "fast", "total_packets_received")
+
+    def __init__(self, com_type: ComType, npu_id: int, topology: RingTopology, data_size: int) -> None:
+        super().__init__(com_type, npu_id, data_size)
+        self.topology = topology
+        n = self.nodes_in_ring = topology.nodes_in_ring
+        self.parallel_reduce = 1
+        self.fast = topology.local
+        log_n = math.log2(n)
+        self.stream_count = int(2 * log_n) if com_type is ComType.ALL_REDUCE else int(log_n)
+        if com_type is ComType.ALL_REDUCE:
+            self.final_data_size = data_size
+            self.msg_size = data_size // 2
+            self.rank_offset, self.offset_multiplier = 1, 2.0
+        elif com_type is ComType.ALL_GATHER:
+            self.final_data_size = data_size * n
+            self.msg_size = data_size
+            self.rank_offset, self.offset_multiplier = n // 2, 0.5
+        elif com_type is ComType.REDUCE_SCATTER:
+            self.final_data_size = data_size // n
+            self.msg_size = data_size // 2
+            self.rank_offset, self.offset_multiplier = 1, 2.0
+        else:  # ASTRA-sim exits here too
+            raise UnsupportedFeatureError(
+                None, "halvingDoubling", f"implements all-reduce, reduce-scatter and all-gather, not {com_type.config_name}")
+        self.toggle = False
+        self.zero_latency_packets = 0
+        self.non_zero_latency_packets = 0
+        self.pending: deque[tuple[int, int]] = deque()  # (partner, size) per packet not yet sent
+        self.free_packets = 0
+        self.remained_packets_per_message = 1
+        self.total_packets_received = 0
+        self._check_pairing()
+        self.curr_receiver = self.curr_sender = npu_id
+        self._find_partner()
+
+    def _check_pairing(self) -> None:
+        """Refuse a ring size on which some step's partners do not pair up (N not a power of
+        two, except e.g. all-gather on 6): ASTRA-sim waits forever for the missing message."""
+        n, own = self.nodes_in_ring, self.topology.index_in_ring
+        offset, multiplier = self.rank_offset, self.offset_multiplier
+        for step in range(self.stream_count):
+            partner = _partner_index(own, offset, n)
+            if _partner_index(partner, offset, n) != own:
+                raise UnsupportedFeatureError(
+                    None, "halvingDoubling",
+                    f"{self.com_type.config_name} on a ring of {n} NPUs does not pair up: at step {step + 1} "
+                    f"position {own} exchanges with {partner}, which exchanges with "
+                    f"{_partner_index(partner, offset, n)} (ASTRA-sim never finishes); use a power of two",
+                )
+            offset = int(offset * multiplier)
+            if offset == n and self.com_type is ComType.ALL_REDUCE:
+                multiplier = 0.5
+                offset = int(offset * multiplier)
+
+    def _find_partner(self) -> None:
+        """The node ``rank_offset`` places away, in the direction that pairs this NPU with it
+        (HalvingDoubling::specify_direction)."""
+        if self.rank_offset == 0:  # after the last step: ASTRA-sim walks zero places
+            self.curr_receiver = self.curr_sender = self.id
+            return
+        index = _partner_index(self.topology.index_in_ring, self.rank_offset, self.nodes_in_ring)
+        self.curr_receiver = self.curr_sender = self.topology.member_at(index)
+
+    # -- events ---------------------------------------------------------------------------
+    def run_stream_init(self) -> None:
+        for _ in range(self.parallel_reduce):
+            self.insert_packet()
+
+    def run_general(self) -> None:
+        self.free_packets += 1
+        self.ready()
+        self.iteratable()
+
+    def on_packet_received(self) -> None:
+        self.total_packets_received += 1
+        self.insert_packet()
+
+    # -- packets --------------------------------------------------------------------------
+    def insert_packet(self) -> None:
+        if self.zero_latency_packets == 0 and self.non_zero_latency_packets == 0:
+            self.zero_latency_packets = self.parallel_reduce
+            self.non_zero_latency_packets = int(math.log2(self.nodes_in_ring) - 1 * self.parallel_reduce)
+            self.toggle = not self.toggle
+        self.pending.append((self.curr_receiver, self.msg_size))
+        if self.zero_latency_packets > 0:
+            self.zero_latency_packets -= 1
+            processed = False
+        else:
+            self.non_zero_latency_packets -= 1
+            processed = self.com_type is ComType.REDUCE_SCATTER or (
+                self.com_type is ComType.ALL_REDUCE and self.toggle)
+        self.sys.mem_bus_transfer(self.stream, self.fast, processed, self.msg_size)
+        self._next_step()
+
+    def _next_step(self) -> None:
+        """Scale offset and size for the next message; all-reduce turns round at offset N
+        (HalvingDoubling::process_max_count)."""
+        self.rank_offset = int(self.rank_offset * self.offset_multiplier)
+        self.msg_size = int(self.msg_size / self.offset_multiplier)
+        if self.rank_offset == self.nodes_in_ring and self.com_type is ComType.ALL_REDUCE:
+            self.offset_multiplier = 0.5
+            self.rank_offset = int(self.rank_offset * self.offset_multiplier)
+            self.msg_size = int(self.msg_size / self.offset_multiplier)
+        self._find_partner()
+
+    def ready(self) -> bool:
+        if not self.pending or self.stream_count == 0 or self.free_packets == 0:
+            return False
+        partner, size = self.pending.popleft()
+        self.sys.collective_send_recv(self.stream, partner, partner, size)
+        if self.remained_packets_per_message > 0:
+            self.remained_packets_per_message -= 1
+        if self.remained_packets_per_message == 0 and self.stream_count > 0:
+            self.stream_count -= 1
+            if self.stream_count > 0:
+                self.remained_packets_per_message = 1
+        self.free_packets -= 1
+        return True
+
+    def iteratable(self) -> bool:
+        if self.stream_count == 0 and self.free_packets == self.parallel_reduce:
+            self.exit()
+            return False
+        return True
+
+
+def _partner_index(index: int, offset: int, n: int) -> int:
+    """Ring position ``offset`` places from ``index``: clockwise when ``index / offset`` is even,
+    anticlockwise when odd (HalvingDoubling::specify_direction)."""
+    step = 1 if (index // offset) % 2 == 0 else -1
+    return (index + step * offset) % n
