@@ -38,6 +38,8 @@ class AnalyticalBackend:
         self._recv_ids: dict[tuple, int] = {}
         self._entries: dict[tuple, list] = {}
         self.messages = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
         self.bytes_per_dim = [0] * self.topology.dims_count
         self._dim_cache: dict[tuple[int, int], int] = {}
 
@@ -60,6 +62,7 @@ class AnalyticalBackend:
             entry[_SEND_CB] = callback
             entry[_SEND_ARGS] = args
         self.messages += 1
+        self.bytes_sent += size_bytes
         pair = (src, dst)
         dim = self._dim_cache.get(pair)
         if dim is None:
@@ -77,6 +80,7 @@ class AnalyticalBackend:
             self._entries[full] = [None, None, callback, args, False]
         elif entry[_ARRIVED]:
             del self._entries[full]
+            self.bytes_received += size_bytes
             self.queue.schedule(0, callback, *args)
         else:
             entry[_RECV_CB] = callback
@@ -88,6 +92,7 @@ class AnalyticalBackend:
         entry[_SEND_CB](*entry[_SEND_ARGS])
         if recv_cb is not None:
             del self._entries[full]
+            self.bytes_received += full[0][3]
             recv_cb(*entry[_RECV_ARGS])
         else:
             entry[_ARRIVED] = True
@@ -111,5 +116,7 @@ class AnalyticalBackend:
         return {
             "events": self.queue.events_processed,
             "messages": self.messages,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
             "bytes_per_dim": list(self.bytes_per_dim),
         }

@@ -63,6 +63,8 @@ class SymmetricUnawareBackend:
         return {
             "events": self.queue.events_processed,
             "messages": self.messages * self.scale,
+            "bytes_sent": sum(self.bytes_per_dim) * self.scale,
+            "bytes_received": sum(self.bytes_per_dim) * self.scale,
             "bytes_per_dim": [b * self.scale for b in self.bytes_per_dim],
             "representative_rank": True,
         }
