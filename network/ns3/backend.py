@@ -1,0 +1,277 @@
+"""ns-3 backend: the topology as ns-3 nodes and point-to-point links, messages as real traffic.
+
+ns-3's Simulator is the clock. ``schedule`` becomes an ns-3 event that calls back into Python;
+``send`` hands the message to a persistent connection per (src, dst) pair (see fabric_cpp.py):
+
+* TCP (default): one TCP connection per ordered pair, kept open, so later messages see a warm
+  congestion window. With ``preconnect`` (default) the connections of every dimension group are
+  opened before time 0, as NCCL does at communicator creation; otherwise a pair connects on its
+  first message, which pays the handshake. A pair's messages travel back to back in send order.
+  Framing is out of band: the receiver counts bytes against the sender's FIFO of message sizes.
+* UDP: one flow per pair, datagrams of ``segment_size`` pushed into the stack at once. Nothing
+  retransmits; a queue overflow loses the message, which then shows up in ``unmatched()`` with
+  the drop count (raise ``ns3.queue_size``).
+
+Per-packet work stays in C++; Python runs once per scheduled event and once per delivered
+message. When no Python event is pending and no message is in flight, nothing can happen that
+the system layer would see, so the backend stops ns-3 there (TCP timers may still be queued):
+``now()`` after ``run()`` is the time of the last message or event, as on the analytical
+backends.
+
+Send/recv pairing is the analytical backends' (AnalyticalBackend: the n-th send of a
+(tag, src, dst, size) key pairs with the n-th receive), reused by subclassing; only the clock
+and ``_transfer`` differ.
+
+ns-3 has one global simulator per process: creating an Ns3Backend destroys the previous one's
+simulation (its methods then raise RuntimeError).
+"""
+from __future__ import annotations
+
+import importlib.util
+import warnings
+import weakref
+from typing import Any
+
+from network.analytical.base import AnalyticalBackend, Callback
+from network.config import NetworkConfig
+from network.errors import NetworkConfigError, SimulationLimitError
+from network.ns3.settings import Ns3Settings
+from network.ns3.wiring import dimension_groups, link_rate_bps, wire
+
+if importlib.util.find_spec("ns") is None:  # cheap check; the real import (5–10 s) is lazy
+    raise ImportError("No module named 'ns' (the ns3 package is not installed)")
+
+_MAX_NPUS = 48_000  # a receiver listens on port 1000 + sender rank, below the ephemeral range
+_MAX_PRECONNECT = 20_000
+_live: "weakref.ref[Ns3Backend] | None" = None
+
+
+class _Ns3Queue:
+    """Stands in for EventQueue inside AnalyticalBackend (recv's delay-0 callback, stats)."""
+
+    __slots__ = ("schedule", "_backend")
+
+    def __init__(self, backend: "Ns3Backend") -> None:
+        self.schedule = backend.schedule
+        self._backend = backend
+
+    @property
+    def events_processed(self) -> int:
+        return self._backend.ns3_events()
+
+
+class _Closed:
+    """The fabric of a backend whose simulation was destroyed."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this Ns3Backend's simulation was destroyed: a newer Ns3Backend owns ns-3 now")
+
+
+class Ns3Backend(AnalyticalBackend):
+    """The network as an ns-3 packet-level simulation (TCP or UDP over point-to-point links)."""
+
+    name = "ns3"
+
+    def __init__(self, config: NetworkConfig, max_events: int | None = None, wall_limit_s: float | None = None) -> None:
+        super().__init__(config, max_events, wall_limit_s)  # pairing state; its EventQueue goes unused
+        self.settings = Ns3Settings.from_mapping(config.extra.get("ns3"), config.path).resolved(self.topology)
+        if self.topology.npus_count > _MAX_NPUS:
+            raise NetworkConfigError(
+                config.path, "key 'npus_count'", f"the ns-3 backend supports at most {_MAX_NPUS} NPUs"
+            )
+        from network.ns3.loader import load_ns
+
+        self._fabric: Any = _Closed()  # until built: a half-built backend closes cleanly
+        self._ns = ns = load_ns()
+        self._take_simulator()
+        self._configure_defaults()
+        self._max_events = max_events
+        self._wall_limit_s = wall_limit_s
+        self._events: dict[int, tuple[Callback, tuple]] = {}  # ns-3 event id → Python callback
+        self._messages: dict[int, tuple] = {}  # message id → pairing key
+        self._next_event = self._next_message = 0
+        self._python_calls = 0
+        self._error: BaseException | None = None
+        self._final_events = 0
+        self._udp = self.settings.transport == "udp"
+        self._stop = ns.Simulator.Stop
+        self.schedule = self._schedule  # replaces the base's EventQueue.schedule, bound once
+        self._fabric = self._build_fabric()
+        # Keep the Python callables referenced for the whole run (formats.md §C.3, pitfalls).
+        self._callbacks = (self._on_event, self._on_delivered)
+        self._fabric.SetCallbacks(*self._callbacks)
+        self.queue = _Ns3Queue(self)
+        if self.settings.preconnect and not self._udp:
+            self._preconnect()
+
+    # -- ns-3 setup -----------------------------------------------------------------------
+    def _take_simulator(self) -> None:
+        global _live
+        previous = _live() if _live is not None else None
+        if previous is not None:
+            previous.close()
+        self._ns.Simulator.Destroy()  # fresh clock and NodeList, whoever used ns-3 before
+        _live = weakref.ref(self)
+
+    def _configure_defaults(self) -> None:
+        ns, s = self._ns, self.settings
+        ok, tid = ns.LookupByNameFailSafe("ns3::" + s.tcp_variant)
+        if not ok or not tid.IsChildOf(ns.TcpCongestionOps.GetTypeId()):
+            raise NetworkConfigError(
+                self.config.path, "key 'ns3.tcp_variant'",
+                f"{s.tcp_variant!r} is not an ns-3 TCP congestion control (e.g. TcpNewReno, TcpCubic, TcpDctcp)",
+            )
+        set_default = ns.Config.SetDefault
+        set_default("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(tid))
+        set_default("ns3::TcpSocket::SegmentSize", ns.UintegerValue(s.payload_size))
+        set_default("ns3::TcpSocket::SndBufSize", ns.UintegerValue(s.snd_buf_size))
+        set_default("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(s.rcv_buf_size))
+        set_default("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(s.initial_cwnd))
+        set_default("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MicroSeconds(s.delayed_ack_timeout_us)))
+        set_default("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.MicroSeconds(s.min_rto_us)))
+        set_default("ns3::TcpSocketBase::ClockGranularity", ns.TimeValue(ns.MicroSeconds(1)))
+
+    def _build_fabric(self) -> Any:
+        plan = wire(self.topology)
+        fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(plan.nodes_count)
+        mtu, queue = self.settings.mtu, self.settings.queue_size
+        rate = [link_rate_bps(d.bandwidth_gb_s) for d in self.topology.dims]
+        delay = [round(d.latency_ns) for d in self.topology.dims]  # ns-3 time resolution: 1 ns
+        for link in plan.links:
+            fabric.AddLink(link.a, link.b, rate[link.dim], delay[link.dim], mtu, queue)
+        fabric.Finish()
+        fabric.SetTransport(self.settings.transport == "udp", self.settings.payload_size)
+        if fabric.TraceFailures():
+            raise RuntimeError(f"ns-3 refused {fabric.TraceFailures()} drop-trace connections (trace source renamed?)")
+        self.links_count = len(plan.links)
+        self.nodes_count = plan.nodes_count
+        return fabric
+
+    def _preconnect(self) -> None:
+        """Open the TCP connections of every dimension group, then call that moment time 0."""
+        t = self.topology
+        pairs = [(a, b) for d in range(t.dims_count) for g in dimension_groups(t, d) for a in g for b in g if a != b]
+        if len(pairs) > _MAX_PRECONNECT:
+            warnings.warn(
+                f"ns3.preconnect: {len(pairs)} connections are too many to open ahead; each pair connects "
+                f"on its first message instead (set ns3.preconnect: false to silence this)",
+                stacklevel=3,
+            )
+            return
+        for a, b in pairs:
+            self._fabric.Warm(a, b)
+        self._ns.Simulator.Run()  # handshakes and one byte each; ns-3 runs dry once all are up
+        if self._fabric.Warmed() != len(pairs):
+            raise RuntimeError(f"ns-3 opened {self._fabric.Warmed()} of {len(pairs)} TCP connections")
+        self._fabric.SetOrigin()
+
+    def close(self) -> None:
+        """Destroy this simulation (ns-3 is one per process); later calls raise RuntimeError."""
+        if isinstance(self._fabric, _Closed):
+            return
+        self._final_events = self.ns3_events()
+        self._ns.Simulator.Destroy()
+        self._fabric = _Closed()  # drops the C++ Fabric and with it the callbacks into Python
+        self._callbacks = ()
+
+    # -- the clock ------------------------------------------------------------------------
+    def now(self) -> int:
+        return self._fabric.Now()
+
+    def _schedule(self, delay_ns: int, callback: Callback, *args: object) -> None:
+        """``schedule``: ``callback(*args)`` as an ns-3 event ``delay_ns`` from now (FIFO on ties)."""
+        eid = self._next_event
+        self._next_event = eid + 1
+        self._events[eid] = (callback, args)
+        self._fabric.Schedule(delay_ns, eid)
+
+    def run(self) -> None:
+        if not (self._events or self._messages):  # else ns-3 would only drain TCP timers
+            return
+        self._fabric.SetLimits(self._max_events or 0, self._wall_limit_s or 0.0)
+        self._ns.Simulator.Run()
+        self._final_events = self.ns3_events()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        hit = self._fabric.LimitHit()
+        if hit and (self._events or self._messages):
+            pending = f"{len(self._events)} events and {len(self._messages)} messages pending"
+            if hit == 1:
+                raise SimulationLimitError(
+                    f"event budget of {self._max_events} ns-3 events exhausted at simulated time "
+                    f"{self.now()} ns with {pending} (raise --max-events)"
+                )
+            raise SimulationLimitError(
+                f"wall-time budget of {self._wall_limit_s:g} s exhausted at simulated time {self.now()} ns "
+                f"after {self._final_events} ns-3 events with {pending} (raise --max-wall-seconds)"
+            )
+
+    def ns3_events(self) -> int:
+        """Events ns-3 has executed so far (packets, timers and ours)."""
+        if isinstance(self._fabric, _Closed):
+            return self._final_events
+        return int(self._fabric.Events())
+
+    # -- calls from C++ (never let an exception unwind through ns-3) ---------------------------
+    def _on_event(self, eid: int) -> None:
+        callback, args = self._events.pop(eid)
+        try:
+            callback(*args)
+        except BaseException as exc:  # re-raised by run() once ns-3 has stopped
+            self._fail(exc)
+            return
+        self._after_call()
+
+    def _on_delivered(self, mid: int) -> None:
+        full = self._messages.pop(mid)
+        try:
+            self._on_arrival(full)
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        self._after_call()
+
+    def _after_call(self) -> None:
+        self._python_calls += 1
+        if not self._events and not self._messages:
+            self._stop()  # nothing left that Python could see
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        self._stop()
+
+    # -- messages ---------------------------------------------------------------------------
+    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+        n = self.topology.npus_count
+        if not (0 <= src < n and 0 <= dst < n):
+            raise ValueError(f"message rank {src} -> rank {dst}: ranks are 0..{n - 1}")
+        mid = self._next_message
+        self._next_message = mid + 1
+        self._messages[mid] = full
+        # An empty message still crosses the network: one byte on the wire.
+        self._fabric.Send(src, dst, size_bytes or 1, mid)
+
+    # -- reporting --------------------------------------------------------------------------
+    def unmatched(self) -> list[str]:
+        lines = super().unmatched()
+        if lines and self._messages and not isinstance(self._fabric, _Closed):
+            drops = self._fabric.Drops()
+            if drops:
+                lines.append(
+                    f"ns-3 dropped {drops} packets in link queues; over UDP a message with a lost packet "
+                    f"never completes (raise ns3.queue_size, now {self.settings.queue_size}, or use tcp)"
+                )
+        return lines
+
+    def stats(self) -> dict[str, object]:
+        out = super().stats()
+        out["python_calls"] = self._python_calls
+        out["transport"] = self.settings.transport
+        out["nodes"] = self.nodes_count
+        out["links"] = self.links_count
+        if not isinstance(self._fabric, _Closed):
+            out["connections"] = int(self._fabric.Streams())
+            out["packets_dropped"] = int(self._fabric.Drops())
+        return out
