@@ -14,7 +14,10 @@ from network.errors import SimulationLimitError
 
 
 class EventQueue:
-    __slots__ = ("now", "_heap", "_seq", "events_processed", "max_events", "wall_limit_s")
+    __slots__ = ("now", "_heap", "_seq", "events_processed", "max_events", "wall_limit_s", "on_tick")
+
+    #: ``on_tick(now_ns, events)`` runs once per this many events (a progress bar's hook)
+    TICK_EVENTS = 1 << 16
 
     def __init__(self, max_events: int | None = None, wall_limit_s: float | None = None) -> None:
         self.now = 0
@@ -23,6 +26,7 @@ class EventQueue:
         self.events_processed = 0
         self.max_events = max_events
         self.wall_limit_s = wall_limit_s
+        self.on_tick: Callable[[int, int], None] | None = None
 
     def schedule(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
         heapq.heappush(self._heap, (self.now + delay_ns, next(self._seq), callback, args))
@@ -37,15 +41,30 @@ class EventQueue:
         heap, pop = self._heap, heapq.heappop  # locals: this loop runs millions of times
         limit = self.max_events
         wall = self.wall_limit_s
+        tick = self.on_tick
         if limit is None and wall is None:
-            n = 0
+            if tick is None:
+                n = 0
+                while heap:
+                    self.now, _, callback, args = pop(heap)
+                    callback(*args)
+                    n += 1
+                self.events_processed += n
+                return
+            # in slices: the range iterator counts, so the loop costs what the one above does
+            n = self.events_processed
+            every = self.TICK_EVENTS
             while heap:
-                self.now, _, callback, args = pop(heap)
-                callback(*args)
-                n += 1
-            self.events_processed += n
+                for n in range(n + 1, n + every + 1):
+                    self.now, _, callback, args = pop(heap)
+                    callback(*args)
+                    if not heap:
+                        break
+                self.events_processed = n
+                tick(self.now, n)
             return
         deadline = None if wall is None else _time.monotonic() + wall
+        mask = self.TICK_EVENTS - 1
         n = self.events_processed
         while heap:
             self.now, _, callback, args = pop(heap)
@@ -63,4 +82,7 @@ class EventQueue:
                     f"wall-time budget of {wall:g} s exhausted at simulated time {self.now} ns "
                     f"after {n} events (raise --max-wall-seconds)"
                 )
+            if tick is not None and not (n & mask):
+                self.events_processed = n
+                tick(self.now, n)
         self.events_processed = n

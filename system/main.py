@@ -246,7 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rendezvous-protocol", default=None, help=argparse.SUPPRESS)
     p.add_argument("--logging-configuration", default=None, help=argparse.SUPPRESS)
     p.add_argument("--logging-folder", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--report", metavar="OUT.json", help="write the full report as JSON")
+    p.add_argument("--report", metavar="OUT.json",
+                   help="write the full report as JSON: per rank, per collective (algbw/busbw), per network dimension")
+    p.add_argument("--trace-out", dest="trace_out", metavar="DIR",
+                   help="write rank{r}.json per rank: Kineto traces that Perfetto opens and Holistic Trace Analysis loads")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="draw per-rank compute / exposed communication / idle and a timeline (needs the plot extra)")
     p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
                    help="simulate every rank even when all ranks are provably identical "
                         "(by default such runs simulate one representative rank; results are the same)")
@@ -255,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--triosim-out", metavar="OUT/PREFIX",
                    help="with a TrioSim trace folder as --workload: keep the converted Chakra files here "
                         "(default: a temporary folder)")
-    p.add_argument("--quiet", "-q", action="store_true", help="print only the totals")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="print only the totals (no per-rank lines, breakdown table or progress bar)")
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
     add_layout_arguments(p)
     return p
@@ -301,18 +307,21 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(None, "--num-queues-per-dim", "must be >= 1")
         if args.rendezvous_protocol not in (None, "0", "false", "False"):
             raise InputError(None, "--rendezvous-protocol", "the rendezvous protocol is not supported")
+        if args.plot:
+            from system.plot import require_matplotlib
+
+            require_matplotlib()  # before the run, not after it
+        from system.progress import ProgressBar
+
         workload, comm_groups = _prepare_triosim(args, parser)
         result = run_simulation(
             workload, args.network, args.system,
             backend=args.backend, comm_groups=comm_groups, remote_memory=args.remote_memory,
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
             max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
+            progress=ProgressBar.for_terminal(args.quiet),
         )
-        from system.report import build_report, format_summary, write_json_atomic
-
-        print(format_summary(result, quiet=args.quiet))
-        if args.report:
-            write_json_atomic(args.report, build_report(result))
+        _write_results(args, result)
     except InputError as e:
         print(f"error: {e}", file=_sys.stderr)
         return ExitCode.BAD_INPUT
@@ -331,6 +340,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=_sys.stderr)
         return ExitCode.INTERNAL_ERROR
     return ExitCode.OK
+
+
+def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
+    """The summary on stdout, then whatever files were asked for."""
+    from system.report import build_report, format_summary, write_json_atomic
+
+    report = build_report(result) if not args.quiet or args.report or args.plot else None
+    print(format_summary(result, quiet=args.quiet, report=report))
+    if args.report:
+        write_json_atomic(args.report, report)
+    if args.trace_out:
+        from system.trace_export import write_traces
+
+        write_traces(result, args.trace_out)
+    if args.plot:
+        from system.plot import write_plot
+
+        write_plot(result, report, args.plot)
 
 
 def console_main() -> None:

@@ -3,23 +3,41 @@
 Per rank: finish time, and a breakdown in which compute + exposed communication + idle = finish.
 Compute is time the GPU-compute slot was busy; communication is time any collective, send,
 receive or remote-memory access was in flight; exposed communication is communication not
-overlapped by compute; idle is neither.
+overlapped by compute; idle is neither (CPU-only nodes count as idle: the GPU waits).
+
+Per collective (one entry per rank that ran it): type, size, the implementation the system
+config chose, start, end, and the bandwidths NCCL's tests report (``nccl-tests``
+doc/PERFORMANCE.md): algbw = S / t, with S the collective's full buffer (for all-gather the
+gathered output, N × comm_size, since Chakra's comm_size is the per-rank input; semantics §7),
+and busbw = algbw × 2(N−1)/N for all-reduce, × (N−1)/N for all-gather, reduce-scatter and
+all-to-all, × 1 for broadcast. Bytes per ns are GB/s (10^9 bytes/s), as NCCL prints them.
+Per network dimension: the bytes the backend moved in it.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from chakra_proto import et_def_pb2 as pb
 
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
 
+# collective -> (busbw factor as a function of N, whether S is N x comm_size)
+_BUS_FACTOR = {
+    "ALL_REDUCE": (lambda n: 2 * (n - 1) / n, False),
+    "ALL_GATHER": (lambda n: (n - 1) / n, True),
+    "REDUCE_SCATTER": (lambda n: (n - 1) / n, False),
+    "ALL_TO_ALL": (lambda n: (n - 1) / n, False),
+    "BROADCAST": (lambda n: 1.0, False),
+}
 
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+
+def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for s, e in sorted(intervals):
         if e <= s:
@@ -79,8 +97,99 @@ def rank_breakdown(workload: Any) -> dict[str, Any]:
     }
 
 
+# -- collectives ---------------------------------------------------------------------------------
+
+def nccl_bandwidths(coll_type: str, size_bytes: int, ranks: int, duration_ns: int) -> tuple[int, float | None, float | None]:
+    """(S bytes, algbw GB/s, busbw GB/s) as nccl-tests defines them; bandwidths are None for
+    a collective that took no time."""
+    factor, gathered = _BUS_FACTOR.get(coll_type, (lambda n: 1.0, False))
+    data = size_bytes * ranks if gathered else size_bytes
+    if duration_ns <= 0:
+        return data, None, None
+    algbw = data / duration_ns  # bytes/ns = GB/s
+    return data, round(algbw, 6), round(algbw * (factor(ranks) if ranks > 0 else 1.0), 6)
+
+
+def collective_group_size(workload: Any, node: Any) -> int:
+    """How many ranks take part: the communicator group's size, else the product of the
+    dimensions the node involves (all of them without ``involved_dim``)."""
+    pg = node.pg_name
+    if pg not in (None, "", "0"):
+        group = workload.comm_groups.get(int(pg))
+        if group is not None:
+            return len(group.involved_npus)
+    involved = node.involved_dim
+    dims = workload.sys.physical_dims
+    return math.prod(d for i, d in enumerate(dims) if involved is None or i >= len(involved) or involved[i])
+
+
+def collective_records(workload: Any) -> list[dict[str, Any]]:
+    """One entry per collective this rank ran, in completion order."""
+    nodes = workload.graph.nodes
+    out = []
+    for c in workload.collectives:
+        node = nodes[c["node"]]
+        n = collective_group_size(workload, node)
+        duration = c["end"] - c["start"]
+        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration)
+        out.append({
+            "rank": workload.rank,
+            "node": c["node"],
+            "name": node.name,
+            "type": c["type"],
+            "size_bytes": c["size"],
+            "algorithm": c.get("algorithm"),
+            "ranks": n,
+            "pg": c["pg"] or None,
+            "start_cycles": c["start"],
+            "end_cycles": c["end"],
+            "duration_cycles": duration,
+            "algbw_bytes": data,
+            "algbw_gb_s": algbw,
+            "busbw_gb_s": busbw,
+        })
+    return out
+
+
+def summarise_collectives(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Collectives grouped by (type, size, algorithm, ranks), over all ranks that ran them."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["type"], r["size_bytes"], r["algorithm"], r["ranks"]), []).append(r)
+    out = []
+    for (ctype, size, algo, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
+        mean = sum(r["duration_cycles"] for r in rs) / len(rs)
+        data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean)
+        out.append({
+            "type": ctype, "size_bytes": size, "algorithm": algo, "ranks": n, "count": len(rs),
+            "mean_duration_cycles": round(mean, 3),
+            "max_duration_cycles": max(r["duration_cycles"] for r in rs),
+            "algbw_gb_s": algbw, "busbw_gb_s": busbw,
+        })
+    return out
+
+
+# -- the whole report ----------------------------------------------------------------------------
+
+def network_dimensions(result: Any) -> list[dict[str, Any]]:
+    moved = list(result.network_stats.get("bytes_per_dim", []))
+    topo = result.systems[0].backend.topology if result.systems else None
+    dims = list(topo.dims) if topo is not None else []
+    out = []
+    for i in range(max(len(moved), len(dims))):
+        entry: dict[str, Any] = {"dim": i}
+        if i < len(dims):
+            d = dims[i]
+            entry.update(topology=d.kind.value, npus=d.npus_count, bandwidth_gb_s=d.bandwidth_gb_s,
+                         latency_ns=d.latency_ns)
+        entry["bytes"] = moved[i] if i < len(moved) else 0
+        out.append(entry)
+    return out
+
+
 def build_report(result: Any) -> dict[str, Any]:
     ranks = [rank_breakdown(w) for w in result.workloads]
+    colls = [c for w in result.workloads for c in collective_records(w)]
     fin = [r["finish_cycles"] for r in ranks]
     return {
         "inputs": result.inputs,
@@ -92,15 +201,23 @@ def build_report(result: Any) -> dict[str, Any]:
             "end_seconds": (max(fin) if fin else 0) / NS_PER_S,
             "min_finish_cycles": min(fin) if fin else 0,
             "mean_finish_cycles": sum(fin) / len(fin) if fin else 0,
+            "compute_cycles": sum(r["compute_cycles"] for r in ranks),
+            "exposed_comm_cycles": sum(r["exposed_comm_cycles"] for r in ranks),
+            "idle_cycles": sum(r["idle_cycles"] for r in ranks),
+            "collectives": len(colls),
             "events": result.events,
             "wall_seconds": round(result.wall_s, 6),
         },
-        "network": result.network_stats,
+        "collective_summary": summarise_collectives(colls),
+        "collectives": colls,
+        "network": {**result.network_stats, "dimensions": network_dimensions(result)},
     }
 
 
-def _ranges(values: list[int]) -> list[tuple[int, int, int]]:
-    out: list[tuple[int, int, int]] = []
+# -- the terminal ----------------------------------------------------------------------------------
+
+def _ranges(values: list) -> list[tuple[int, int, Any]]:
+    out: list[tuple[int, int, Any]] = []
     for r, v in enumerate(values):
         if out and out[-1][2] == v and out[-1][1] == r - 1:
             out[-1] = (out[-1][0], r, v)
@@ -109,7 +226,51 @@ def _ranges(values: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64) -> str:
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.4g} {unit}"
+        n /= 1024
+    return f"{n} B"  # unreachable
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:5.1f}%" if whole else "    -"
+
+
+def format_breakdown(report: dict[str, Any], max_rows: int = 16) -> str:
+    """The compact table: per rank (equal neighbours share a row), collectives, bytes per dimension."""
+    lines = [f"{'rank':>9}  {'finish':>12}  {'compute':>19}  {'exposed comm':>19}  {'idle':>19}  {'overlap':>7}"]
+    keyed = [(r["finish_cycles"], r["compute_cycles"], r["exposed_comm_cycles"], r["idle_cycles"], r["overlap_pct"])
+             for r in report["ranks"]]
+    rows = _ranges(keyed)
+    for a, b, (fin, comp, exp, idle, ov) in rows[:max_rows]:
+        who = str(a) if a == b else f"{a}-{b}"
+        lines.append(f"{who:>9}  {fin:>12}  {comp:>12} {_pct(comp, fin)}  {exp:>12} {_pct(exp, fin)}  "
+                     f"{idle:>12} {_pct(idle, fin)}  {ov:>6.1f}%")
+    if len(rows) > max_rows:
+        lines.append(f"{'':>9}  ... {len(rows) - max_rows} more row(s) in --report")
+    summary = report["collective_summary"]
+    if summary:
+        lines.append(f"{'collective':>15}  {'size':>10}  {'algorithm':>10}  {'ranks':>5}  {'count':>6}  "
+                     f"{'mean cycles':>12}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
+        for c in summary[:max_rows]:
+            bw = lambda v: f"{v:>10.3f}" if v is not None else f"{'-':>10}"  # noqa: E731
+            lines.append(f"{c['type']:>15}  {_bytes(c['size_bytes']):>10}  {str(c['algorithm']):>10}  {c['ranks']:>5}  "
+                         f"{c['count']:>6}  {c['mean_duration_cycles']:>12.1f}  {bw(c['algbw_gb_s'])}  {bw(c['busbw_gb_s'])}")
+        if len(summary) > max_rows:
+            lines.append(f"{'':>15}  ... {len(summary) - max_rows} more kind(s) in --report")
+    dims = report["network"].get("dimensions", [])
+    if dims:
+        lines.append("network: " + "; ".join(
+            f"dim {d['dim']} {d.get('topology', '?')}({d.get('npus', '?')}) moved {_bytes(d['bytes'])}" for d in dims))
+    return "\n".join(lines)
+
+
+def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,
+                   report: dict[str, Any] | None = None) -> str:
+    """ASTRA-sim's per-rank lines, then (given ``report``) the breakdown table, then the total
+    line, which stays last: scripts read it."""
     lines = []
     fin = result.finish_ns
     if not quiet:
@@ -119,6 +280,8 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64) -
             for a, b, t in _ranges(fin):
                 who = f"sys[{a}]" if a == b else f"sys[{a}..{b}]"
                 lines.append(f"{who} finished, {t} cycles ({t / NS_PER_S:.9g} s)")
+        if report is not None:
+            lines.append(format_breakdown(report))
     end = max(fin) if fin else 0
     lines.append(
         f"total: {len(fin)} ranks on {result.inputs.get('topology')} ({result.backend}); "
@@ -128,15 +291,23 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64) -
     return "\n".join(lines)
 
 
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write to a temporary file, then rename: an interrupted run never leaves half a report."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:
+    """Write to a temporary file, then rename: an interrupted run never leaves half a report.
+    ``indent=None`` writes one line with json's default separators (``"rank": 0``)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
+            json.dump(data, f, indent=indent)
             f.write("\n")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a report is an ordinary file
         os.replace(tmp, p)
     except BaseException:
         try:

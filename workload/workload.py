@@ -209,8 +209,22 @@ class Workload:
     def _collective_done(self, node: Node, ds: DataSet) -> None:
         start = self.starts[node.id]
         self.collectives.append({"node": node.id, "type": COLL_TYPES[node.comm_type], "size": node.comm_size,
-                                 "start": start, "end": self.sys.now(), "pg": node.pg_name})
+                                 "start": start, "end": self.sys.now(), "pg": node.pg_name,
+                                 "algorithm": self._algorithm_name(node)})
         self._node_done(node.id)
+
+    def _algorithm_name(self, node: Node) -> str:
+        """The implementation(s) the collective ran with, as the system config spells them, one
+        per dimension (``ring``, ``ring,direct8``); ``replay`` for a broadcast (for the report)."""
+        if node.comm_type == pb.BROADCAST:
+            return "replay"
+        com_type = _COLL_TO_COMTYPE[node.comm_type]
+        impls = self.sys.collective_impls(com_type, node.id)
+        group = self._group(node)
+        if group is not None:  # the same (cached) plan Sys.generate_collective_for_node used
+            impls = group.get_collective_plan(com_type, impls).implementation_per_dimension
+        names = [i.type.value + (str(i.window) if i.window > 0 else "") for i in impls]
+        return names[0] if len(set(names)) == 1 else ",".join(names)
 
     def _issue_metadata(self, node: Node) -> None:
         """PyTorch process groups declared inside the ET (ASTRA-sim: issue_pytorch_pg_metadata)."""
