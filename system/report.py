@@ -139,7 +139,7 @@ def collective_records(workload: Any) -> list[dict[str, Any]]:
             "type": c["type"],
             "size_bytes": c["size"],
             "algorithm": c.get("algorithm"),
-            "ranks": n,
+            "group_size": n,
             "pg": c["pg"] or None,
             "start_cycles": c["start"],
             "end_cycles": c["end"],
@@ -155,13 +155,13 @@ def summarise_collectives(records: list[dict[str, Any]]) -> list[dict[str, Any]]
     """Collectives grouped by (type, size, algorithm, ranks), over all ranks that ran them."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault((r["type"], r["size_bytes"], r["algorithm"], r["ranks"]), []).append(r)
+        groups.setdefault((r["type"], r["size_bytes"], r["algorithm"], r["group_size"]), []).append(r)
     out = []
     for (ctype, size, algo, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
         mean = sum(r["duration_cycles"] for r in rs) / len(rs)
         data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean)
         out.append({
-            "type": ctype, "size_bytes": size, "algorithm": algo, "ranks": n, "count": len(rs),
+            "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs),
             "mean_duration_cycles": round(mean, 3),
             "max_duration_cycles": max(r["duration_cycles"] for r in rs),
             "algbw_gb_s": algbw, "busbw_gb_s": busbw,
@@ -256,7 +256,7 @@ def format_breakdown(report: dict[str, Any], max_rows: int = 16) -> str:
                      f"{'mean cycles':>12}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
         for c in summary[:max_rows]:
             bw = lambda v: f"{v:>10.3f}" if v is not None else f"{'-':>10}"  # noqa: E731
-            lines.append(f"{c['type']:>15}  {_bytes(c['size_bytes']):>10}  {str(c['algorithm']):>10}  {c['ranks']:>5}  "
+            lines.append(f"{c['type']:>15}  {_bytes(c['size_bytes']):>10}  {str(c['algorithm']):>10}  {c['group_size']:>5}  "
                          f"{c['count']:>6}  {c['mean_duration_cycles']:>12.1f}  {bw(c['algbw_gb_s'])}  {bw(c['busbw_gb_s'])}")
         if len(summary) > max_rows:
             lines.append(f"{'':>15}  ... {len(summary) - max_rows} more kind(s) in --report")

@@ -110,7 +110,7 @@ def rank_trace(workload: Any, world_size: int, extra: dict[str, Any] | None = No
             name = comm_kernel_name(c["type"] if c else "ALL_REDUCE", c["algorithm"] if c else None)
             args = {} if c is None else {
                 "collective": c["type"], "bytes": c["size_bytes"], "algorithm": c["algorithm"],
-                "group size": c["ranks"], "pg": c["pg"], "algbw (GB/s)": c["algbw_gb_s"],
+                "group size": c["group_size"], "pg": c["pg"], "algbw (GB/s)": c["algbw_gb_s"],
                 "busbw (GB/s)": c["busbw_gb_s"]}
         elif t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
             stream = comm.take(s, e)

@@ -88,7 +88,7 @@ def test_bundled_example_report(example_args: list[str], tmp_path: Path) -> None
     colls = rep["collectives"]
     assert [c["rank"] for c in colls] == list(range(8))
     for c in colls:
-        assert c == {**c, "type": "ALL_REDUCE", "size_bytes": 1 << 20, "algorithm": "ring", "ranks": 8,
+        assert c == {**c, "type": "ALL_REDUCE", "size_bytes": 1 << 20, "algorithm": "ring", "group_size": 8,
                      "start_cycles": 0, "end_cycles": 64440, "duration_cycles": 64440}
         assert c["algbw_gb_s"] == pytest.approx((1 << 20) / 64440, abs=1e-6)
         assert c["busbw_gb_s"] == pytest.approx((1 << 20) / 64440 * 14 / 8, abs=1e-6)
@@ -141,5 +141,5 @@ def test_group_size_comes_from_the_communicator_group(tmp_path: Path) -> None:
     colls = build_report(result)["collectives"]
     assert [c["rank"] for c in colls] == [0, 1]
     for c in colls:
-        assert c["ranks"] == 2 and c["pg"] == "1" and c["algorithm"] == "ring"
+        assert c["group_size"] == 2 and c["pg"] == "1" and c["algorithm"] == "ring"
         assert c["busbw_gb_s"] == c["algbw_gb_s"]  # 2(N-1)/N = 1 for two ranks

@@ -141,3 +141,22 @@ def test_compute_names_are_kept_clear_of_hta_patterns() -> None:
         assert out and not HTA_NOT_COMPUTE_RE.match(out), (name, out)
     assert compute_kernel_name("aten::mm") == "aten::mm"
     assert compute_kernel_name("cudaStreamSynchronize") == "cudaStreamsynchronize"
+
+
+def test_remote_memory_becomes_memcpy_on_a_comm_stream(tmp_path: Path) -> None:
+    for r in range(4):
+        b = GraphBuilder()
+        b.comp("gemm", 10_000)
+        b.memory("load_weights", "load", 1 << 20)
+        b.write(tmp_path / "mem", r)
+    (tmp_path / "ring.yml").write_text(RING4)
+    (tmp_path / "mem.json").write_text('{"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 100, '
+                                       '"remote-mem-bw": 100}')
+    result = run_simulation(tmp_path / "mem", tmp_path / "ring.yml", SYSTEM, remote_memory=tmp_path / "mem.json")
+    trace = rank_trace(result.workloads[2], 4)
+    (tmp_path / "rank2.json").write_text(json.dumps(trace))
+    check_hta_fields(tmp_path / "rank2.json", 2, 4)
+    (mem,) = [e for e in trace["traceEvents"] if e.get("cat") == "gpu_memcpy"]
+    assert mem["name"].startswith("Memcpy ") and mem["tid"] == COMM_STREAM and mem["args"]["bytes"] == 1 << 20
+    rr = build_report(result)["ranks"][2]
+    assert rr["comm_cycles"] == round(mem["dur"] * 1000) and rr["compute_cycles"] == 10_000
