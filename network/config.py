@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from network.errors import NetworkConfigError
+from network.files import load_structured
 from network.topology import Dimension, Topology, TopologyKind
 
-_LIST_KEYS = ("topology", "npus_count", "bandwidth", "latency")
-_OPTIONAL_KEYS = ("backend", "ns3", "congestion_aware", "name", "description")
+LIST_KEYS = ("topology", "npus_count", "bandwidth", "latency")
+OPTIONAL_KEYS = ("backend", "ns3", "congestion_aware", "name", "description")
+KNOWN_KEYS = LIST_KEYS + OPTIONAL_KEYS
+_LIST_KEYS, _OPTIONAL_KEYS = LIST_KEYS, OPTIONAL_KEYS
 
 
 @dataclass(frozen=True)
@@ -32,19 +33,7 @@ class NetworkConfig:
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "NetworkConfig":
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise NetworkConfigError(p, "", "file not found") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise NetworkConfigError(p, "", f"cannot read as UTF-8 text ({e})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(e, "problem", None) or str(e)
-            raise NetworkConfigError(p, where, f"not valid YAML ({problem})") from None
+        data = load_structured(p, NetworkConfigError, fmt="yaml")
         return cls.from_dict(data, p)
 
     @classmethod

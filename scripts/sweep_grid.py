@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from network.config import _LIST_KEYS as NETWORK_LIST_KEYS, _OPTIONAL_KEYS as NETWORK_OPTIONAL_KEYS
+from network.config import LIST_KEYS as NETWORK_LIST_KEYS, OPTIONAL_KEYS as NETWORK_OPTIONAL_KEYS
+from network.files import load_structured
 from network.errors import InputError
-from system.config import _KNOWN_KEYS as SYSTEM_KEYS
+from system.config import KNOWN_KEYS as SYSTEM_KEYS
 from workload.triosim import convert_triosim
 
 SECTIONS = ("workload", "network", "system", "run")
@@ -111,20 +111,7 @@ def load_grid(path: str | os.PathLike) -> Grid:
 # -- reading -------------------------------------------------------------------------------------
 
 def _read_mapping(p: Path) -> dict:
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GridError(p, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise GridError(p, "", f"cannot read as UTF-8 text ({e})") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise GridError(p, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise GridError(p, where, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    data = load_structured(p, GridError)
     if not isinstance(data, dict):
         raise GridError(p, "", f"expected a mapping of keys, got {type(data).__name__}")
     return data

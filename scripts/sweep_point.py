@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import yaml
 
 from chakra_proto import et_def_pb2 as pb
-from network.config import _LIST_KEYS as NETWORK_LIST_KEYS
+from network.config import LIST_KEYS as NETWORK_LIST_KEYS
 from network.errors import InputError, SimulationLimitError
 from system.main import Deadlock, ExitCode, SimulationResult, run_simulation
 from system.report import build_report

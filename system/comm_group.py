@@ -7,11 +7,11 @@ id × 10^6, so that members agree on tags whatever else they run.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from network.files import load_structured
 from system.config import CollectiveImpl, ImplType
 from system.errors import CommGroupError
 from system.logical_topology import LogicalTopology, RingTopology
@@ -55,14 +55,7 @@ class CommunicatorGroup:
 def load_comm_groups(path: str | os.PathLike, npus_count: int) -> dict[int, list[int]]:
     """Read ``{"<id>": [ranks...]}`` (ASTRA-sim's --comm-group-configuration)."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CommGroupError(p, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CommGroupError(p, "", f"cannot read ({e})") from None
-    except json.JSONDecodeError as e:
-        raise CommGroupError(p, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
+    data = load_structured(p, CommGroupError, fmt="json")
     return parse_comm_groups(data, p, npus_count)
 
 

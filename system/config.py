@@ -7,7 +7,6 @@ uninitialised we pick its observed default and say so in the field's comment.
 from __future__ import annotations
 
 import enum
-import json
 import os
 import re
 import warnings
@@ -17,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from network.files import load_structured
 from system.errors import SystemConfigError
 
 
@@ -75,7 +75,7 @@ class CollectiveImpl:
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 
-_KNOWN_KEYS = {
+KNOWN_KEYS = {
     "scheduling-policy", "endpoint-delay", "active-chunks-per-dimension", "preferred-dataset-splits",
     "collective-optimization", "local-mem-bw", "boost-mode", "roofline-enabled", "peak-perf",
     "local-reduction-delay", "model-shared-bus", "L", "o", "g", "G", "trace-enabled", "replay-only",
@@ -84,6 +84,7 @@ _KNOWN_KEYS = {
     *(f"{c}-implementation" for c in COLLECTIVES),
     *(f"{c}-implementation-custom" for c in COLLECTIVES),
 }
+_KNOWN_KEYS = KNOWN_KEYS
 # Keys ASTRA-sim 2.0 accepts but never reads in its timing paths (semantics §8).
 IGNORED_KEYS = {"boost-mode", "trace-enabled", "local-reduction-delay", "intra-dimension-scheduling",
                 "inter-dimension-scheduling"}
@@ -126,31 +127,14 @@ class SystemConfig:
     @classmethod
     def from_file(cls, path: str | os.PathLike, injection_scale: float = 1.0) -> "SystemConfig":
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SystemConfigError(p, "", "file not found") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise SystemConfigError(p, "", f"cannot read as UTF-8 text ({e})") from None
-        if p.suffix.lower() in (".yml", ".yaml"):
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                mark = getattr(e, "problem_mark", None)
-                where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-                raise SystemConfigError(p, where, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
-        else:
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise SystemConfigError(p, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
+        data = load_structured(p, SystemConfigError)
         return cls.from_dict(data, p, injection_scale)
 
     @classmethod
     def from_dict(cls, data: Any, path: Any = None, injection_scale: float = 1.0) -> "SystemConfig":
         if not isinstance(data, dict):
             raise SystemConfigError(path, "", f"expected a JSON object of system keys, got {type(data).__name__}")
-        unknown = tuple(sorted(k for k in data if k not in _KNOWN_KEYS))
+        unknown = tuple(sorted(k for k in data if k not in KNOWN_KEYS))
         if unknown:
             warnings.warn(
                 f"{path}: unknown system-config keys ignored: {', '.join(unknown)}", stacklevel=2

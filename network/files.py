@@ -1,0 +1,52 @@
+"""Reading the small structured files every layer takes as input (YAML or JSON).
+
+One place turns "file missing", "not UTF-8", "not valid YAML/JSON" into the caller's
+InputError subclass with the file and the line, so every reader reports them the same way.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from network.errors import InputError
+
+
+def read_text(path: str | os.PathLike, error: type[InputError]) -> str:
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(p, "", "file not found") from None
+    except IsADirectoryError:
+        raise error(p, "", "is a folder, not a file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(p, "", f"cannot read as UTF-8 text ({e})") from None
+
+
+def parse_json(text: str, path: str | os.PathLike, error: type[InputError]) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(path, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
+
+
+def parse_yaml(text: str, path: str | os.PathLike, error: type[InputError]) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise error(path, where, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
+
+
+def load_structured(path: str | os.PathLike, error: type[InputError], fmt: str = "auto") -> Any:
+    """Parse a file as JSON (``.json``) or YAML (anything else), or as ``fmt`` says."""
+    p = Path(path)
+    text = read_text(p, error)
+    if fmt == "json" or (fmt == "auto" and p.suffix.lower() == ".json"):
+        return parse_json(text, p, error)
+    return parse_yaml(text, p, error)
