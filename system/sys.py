@@ -16,6 +16,7 @@ from system.collective.algorithm import Algorithm, ComType
 from system.collective.ring import Ring
 from system.comm_group import CommunicatorGroup
 from system.config import CollectiveImpl, CollectiveOptimization, ImplType, SchedulingPolicy, SystemConfig
+from network.errors import InputError
 from system.errors import SystemConfigError
 from system.logical_topology import Direction, LogicalTopology
 from system.queue_levels import QueueLevels
@@ -309,19 +310,26 @@ class Sys:
                                   direction: Direction, impl: CollectiveImpl) -> CollectivePhase:
         t = impl.type
         algo: Algorithm
-        if t in (ImplType.RING, ImplType.ONE_RING):
-            algo = Ring(com_type, self.id, topology, data_size, direction)
-        elif t in (ImplType.DIRECT, ImplType.ONE_DIRECT):
-            from system.collective.all_to_all import AllToAll
-            algo = AllToAll(com_type, impl.window, self.id, topology, data_size, direction)
-        elif t in (ImplType.HALVING_DOUBLING, ImplType.ONE_HALVING_DOUBLING):
-            from system.collective.halving_doubling import HalvingDoubling
-            algo = HalvingDoubling(com_type, self.id, topology, data_size)
-        elif t is ImplType.DOUBLE_BINARY_TREE:
-            from system.collective.double_binary_tree import DoubleBinaryTreeAllReduce
-            algo = DoubleBinaryTreeAllReduce(self.id, topology, data_size)
-        else:
-            raise SystemConfigError(self.config.path, "implementation", f"{t.value} cannot run as a phase")
+        try:
+            if t in (ImplType.RING, ImplType.ONE_RING):
+                algo = Ring(com_type, self.id, topology, data_size, direction)
+            elif t in (ImplType.DIRECT, ImplType.ONE_DIRECT):
+                from system.collective.all_to_all import AllToAll
+                algo = AllToAll(com_type, impl.window, self.id, topology, data_size, direction)
+            elif t in (ImplType.HALVING_DOUBLING, ImplType.ONE_HALVING_DOUBLING):
+                from system.collective.halving_doubling import HalvingDoubling
+                algo = HalvingDoubling(com_type, self.id, topology, data_size)
+            elif t is ImplType.DOUBLE_BINARY_TREE:
+                from system.collective.double_binary_tree import DoubleBinaryTreeAllReduce
+                algo = DoubleBinaryTreeAllReduce(self.id, topology, data_size)
+            else:
+                raise SystemConfigError(self.config.path, "implementation", f"{t.value} cannot run as a phase")
+        except InputError as e:
+            if e.path is not None:
+                raise
+            # an algorithm refuses its shape: the choice came from the system config, so name it
+            raise SystemConfigError(self.config.path, f"key '{com_type.config_name}-implementation' ({t.value})",
+                                    e.problem) from None
         return CollectivePhase(queue_id, algo)
 
     # -- scheduling -----------------------------------------------------------------------
