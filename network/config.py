@@ -62,6 +62,9 @@ class NetworkConfig:
                     f"has {len(lists[k])} entries but 'topology' has {n}; every list needs one entry per dimension",
                 )
         dims = [_dimension(path, i, *(lists[k][i] for k in _LIST_KEYS)) for i in range(n)]
+        total = math.prod(d.npus_count for d in dims)
+        if total > MAX_NPUS:
+            raise NetworkConfigError(path, "key 'npus_count'", f"the network has {total} NPUs; at most {MAX_NPUS} are supported")
         backend = data.get("backend")
         if backend is not None and not isinstance(backend, str):
             raise NetworkConfigError(path, "key 'backend'", "expected a backend name (a string)")
@@ -85,10 +88,37 @@ def _dimension(path: Any, i: int, kind: Any, npus: Any, bw: Any, lat: Any) -> Di
             path, f"{where}, key 'topology'",
             f"{kind!r} is not a topology; expected Ring, FullyConnected or Switch",
         ) from None
-    if isinstance(npus, bool) or not isinstance(npus, int) or npus <= 1:
-        raise NetworkConfigError(path, f"{where}, key 'npus_count'", f"expected an integer > 1, got {npus!r}")
-    if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not math.isfinite(bw) or bw <= 0:
-        raise NetworkConfigError(path, f"{where}, key 'bandwidth'", f"expected a number > 0 (GB/s), got {bw!r}")
-    if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
-        raise NetworkConfigError(path, f"{where}, key 'latency'", f"expected a number >= 0 (ns), got {lat!r}")
+    if isinstance(npus, bool) or not isinstance(npus, int) or not 1 < npus <= MAX_NPUS:
+        raise NetworkConfigError(path, f"{where}, key 'npus_count'",
+                                 f"expected an integer from 2 to {MAX_NPUS}, got {_shown(npus)}")
+    # chained comparisons: NaN, infinities and 400-digit integers fail them without float overflow
+    if not _is_number(bw) or not _MIN_BANDWIDTH_GB_S <= bw <= _MAX_BANDWIDTH_GB_S:
+        raise NetworkConfigError(path, f"{where}, key 'bandwidth'",
+                                 f"expected a number > 0 (GB/s, from 1e-9 to 1e18), got {_shown(bw)}")
+    if not _is_number(lat) or not 0 <= lat <= _MAX_LATENCY_NS:
+        raise NetworkConfigError(path, f"{where}, key 'latency'",
+                                 f"expected a number >= 0 (ns, at most 2^63), got {_shown(lat)}")
     return Dimension(k, npus, float(bw), float(lat))
+
+
+# Limits that keep every message time a finite number (a smaller bandwidth makes size / bw
+# overflow a double) and every run within memory; real configs sit far inside them.
+MAX_NPUS = 1 << 20
+_MIN_BANDWIDTH_GB_S = 1e-9  # about one byte per second
+_MAX_BANDWIDTH_GB_S = 1e18
+_MAX_LATENCY_NS = 2 ** 63  # ASTRA-sim's ticks are 64-bit
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _shown(v: Any) -> str:
+    text = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+    if isinstance(v, str):
+        try:
+            float(v)
+            text += " (text, not a number: YAML reads 1e3 as a string; write 1.0e+3)"
+        except ValueError:
+            pass
+    return text

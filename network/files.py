@@ -32,6 +32,8 @@ def parse_json(text: str, path: str | os.PathLike, error: type[InputError]) -> A
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise error(path, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
+    except (RecursionError, ValueError) as e:  # [[[[... thousands deep, or a 5,000-digit integer
+        raise error(path, "", f"not a usable JSON document ({_short(e)})") from None
 
 
 def parse_yaml(text: str, path: str | os.PathLike, error: type[InputError]) -> Any:
@@ -41,6 +43,14 @@ def parse_yaml(text: str, path: str | os.PathLike, error: type[InputError]) -> A
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise error(path, where, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    except (RecursionError, ValueError) as e:  # [[[[... thousands deep, or a 5,000-digit integer
+        raise error(path, "", f"not a usable YAML document ({_short(e)})") from None
+
+
+def _short(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    return str(e).split(";")[0]
 
 
 def load_structured(path: str | os.PathLike, error: type[InputError], fmt: str = "auto") -> Any:

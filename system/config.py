@@ -85,6 +85,9 @@ KNOWN_KEYS = {
     *(f"{c}-implementation-custom" for c in COLLECTIVES),
 }
 _KNOWN_KEYS = KNOWN_KEYS
+MAX_DATASET_SPLITS = 4096  # ASTRA-sim's examples use 1 to 64
+_MAX_VALUE = 2 ** 63
+
 # Keys ASTRA-sim 2.0 accepts but never reads in its timing paths (semantics §8).
 IGNORED_KEYS = {"boost-mode", "trace-enabled", "local-reduction-delay", "intra-dimension-scheduling",
                 "inter-dimension-scheduling"}
@@ -150,16 +153,17 @@ class SystemConfig:
                 path, "key 'preferred-dataset-splits'",
                 "required (ASTRA-sim divides by it); give the number of chunks per collective, e.g. 4",
             )
-        kw["preferred_dataset_splits"] = r.integer("preferred-dataset-splits", minimum=1)
+        # every chunk is a stream the scheduler keeps in order: many thousands take hours to set up
+        kw["preferred_dataset_splits"] = r.integer("preferred-dataset-splits", minimum=1, maximum=MAX_DATASET_SPLITS)
         if "active-chunks-per-dimension" in data:
             kw["active_chunks_per_dimension"] = r.integer("active-chunks-per-dimension", minimum=1)
         if "endpoint-delay" in data:
             ed = r.number("endpoint-delay", minimum=0)
             kw["endpoint_delay_ns"] = int(int(ed) * injection_scale)  # ASTRA-sim stores it in an int
         if "local-mem-bw" in data:
-            kw["local_mem_bw_gb_s"] = float(r.number("local-mem-bw", minimum=0))
+            kw["local_mem_bw_gb_s"] = float(r.number("local-mem-bw", minimum=0, tiny=1e-9))
         if "peak-perf" in data:
-            kw["peak_perf_tflops"] = float(r.number("peak-perf", minimum=0))
+            kw["peak_perf_tflops"] = float(r.number("peak-perf", minimum=0, tiny=1e-9))
         for key, attr in (("roofline-enabled", "roofline_enabled"), ("replay-only", "replay_only"),
                           ("track-local-mem", "track_local_mem"), ("model-shared-bus", "model_shared_bus")):
             if key in data:
@@ -222,17 +226,23 @@ class _Reader:
         self.data, self.path = data, path
 
     def _fail(self, key: str, expected: str) -> SystemConfigError:
-        return SystemConfigError(self.path, f"key {key!r}", f"expected {expected}, got {self.data[key]!r}")
+        got = repr(self.data[key])
+        return SystemConfigError(self.path, f"key {key!r}", f"expected {expected}, got {got if len(got) <= 40 else got[:37] + '...'}")
 
-    def number(self, key: str, minimum: float | None = None) -> float:
+    def number(self, key: str, minimum: float | None = None, tiny: float = 0.0) -> float:
+        """A finite number up to 2^63 (ASTRA-sim's 64-bit fields; a 400-digit integer would
+        overflow a float later); with ``tiny``, 0 or at least ``tiny``, so that dividing by it
+        gives a finite time."""
         v = self.data[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
             raise self._fail(key, "a number")
         if minimum is not None and v < minimum:
             raise self._fail(key, f"a number >= {minimum:g}")
+        if v > _MAX_VALUE or 0 < v < tiny:
+            raise self._fail(key, f"a number from {tiny:g} to 2^63" + (" (or 0)" if tiny else ""))
         return v
 
-    def integer(self, key: str, minimum: int | None = None) -> int:
+    def integer(self, key: str, minimum: int | None = None, maximum: int = 2 ** 63) -> int:
         v = self.data[key]
         if isinstance(v, float) and v.is_integer():
             v = int(v)
@@ -240,6 +250,8 @@ class _Reader:
             raise self._fail(key, "an integer")
         if minimum is not None and v < minimum:
             raise self._fail(key, f"an integer >= {minimum}")
+        if v > maximum:
+            raise self._fail(key, f"an integer <= {'2^63' if maximum == _MAX_VALUE else maximum}")
         return v
 
     def flag(self, key: str) -> bool:

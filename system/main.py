@@ -21,6 +21,7 @@ from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
 from system.symmetry import is_symmetric
 from system.sys import Sys
+from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
 from workload.loader import load_workload_graphs
 from workload.workload import Workload
@@ -36,8 +37,12 @@ class Deadlock(Exception):
         super().__init__(self.report())
 
     def report(self, max_ranks: int = 16) -> str:
-        lines = [f"stuck: the event queue emptied at {self.time_ns} ns with work left on "
-                 f"{len(self.per_rank)} rank(s):"]
+        if self.per_rank:
+            lines = [f"stuck: the event queue emptied at {self.time_ns} ns with work left on "
+                     f"{len(self.per_rank)} rank(s):"]
+        else:  # every node finished, but a send found no receive: the ranks disagree on messages
+            lines = [f"stuck: every rank finished by {self.time_ns} ns but {len(self.unmatched)} message(s) "
+                     "never paired with a receive (a send without a matching receive: same peer, tag and size):"]
         for i, (rank, items) in enumerate(sorted(self.per_rank.items())):
             if i >= max_ranks:
                 lines.append(f"  ... and {len(self.per_rank) - max_ranks} more rank(s)")
@@ -102,6 +107,7 @@ def run_simulation(
     name = canonical_name(backend or net.backend or DEFAULT_BACKEND)
     npus = net.topology.npus_count
     graphs = load_workload_graphs(workload, npus)
+    _check_wall(t0, max_wall_s, "reading the workload")
     groups_spec: dict[int, list[int]] = {}
     if comm_groups is None:
         auto = Path(f"{workload}.comm_groups.json")
@@ -110,6 +116,8 @@ def run_simulation(
     if comm_groups is not None and "empty" not in Path(comm_groups).name:
         groups_spec = load_comm_groups(comm_groups, npus)
     remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
+    if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
+        check_collectives_agree(graphs, groups_spec)
     representative = (symmetry and not groups_spec and remote is None
                       and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
     if representative:
@@ -131,8 +139,10 @@ def run_simulation(
         w = Workload(s, graphs[r], groups, remote)
         systems.append(s)
         workloads.append(w)
+        _check_wall(t0, max_wall_s, f"setting up rank {r} of {len(ranks)}")
     for w in workloads:
         w.fire()
+        _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
     if progress is not None:
         progress.start(net_backend)
     try:
@@ -141,8 +151,9 @@ def run_simulation(
         if progress is not None:
             progress.stop()
     stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
-    if stuck:
-        raise Deadlock(net_backend.now(), stuck, net_backend.unmatched())
+    unmatched = net_backend.unmatched()
+    if stuck or unmatched:  # a send nobody received is no success either
+        raise Deadlock(net_backend.now(), stuck, unmatched)
     stats = net_backend.stats()
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
@@ -165,6 +176,13 @@ def run_simulation(
             "symmetric_fast_path": representative,
         },
     )
+
+
+def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:
+    """The wall-time budget also bounds the setup (the event loop checks it on its own)."""
+    if max_wall_s is not None and time.perf_counter() - t0 > max_wall_s:
+        raise SimulationLimitError(f"wall-time budget of {max_wall_s:g} s exhausted while {doing} "
+                                   "(raise --max-wall-seconds)")
 
 
 class RankView:
@@ -307,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(None, "--num-queues-per-dim", "must be >= 1")
         if args.rendezvous_protocol not in (None, "0", "false", "False"):
             raise InputError(None, "--rendezvous-protocol", "the rendezvous protocol is not supported")
+        _check_limits(args)
         if args.plot:
             from system.plot import require_matplotlib
 
@@ -342,6 +361,16 @@ def main(argv: list[str] | None = None) -> int:
     return ExitCode.OK
 
 
+def _check_limits(args: argparse.Namespace) -> None:
+    """Flags whose nonsense values would otherwise run the clock backwards or disable a budget."""
+    if args.max_events is not None and args.max_events < 1:
+        raise InputError(None, "--max-events", f"must be >= 1, got {args.max_events}")
+    if args.max_wall_seconds is not None and not 0 < args.max_wall_seconds < float("inf"):
+        raise InputError(None, "--max-wall-seconds", f"must be a number of seconds > 0, got {args.max_wall_seconds}")
+    if not 0 <= args.injection_scale < float("inf"):
+        raise InputError(None, "--injection-scale", f"must be a finite number >= 0, got {args.injection_scale}")
+
+
 def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
     """The summary on stdout, then whatever files were asked for."""
     from system.report import build_report, format_summary, write_json_atomic
@@ -349,15 +378,23 @@ def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
     report = build_report(result) if not args.quiet or args.report or args.plot else None
     print(format_summary(result, quiet=args.quiet, report=report))
     if args.report:
-        write_json_atomic(args.report, report)
+        _output("--report", args.report, write_json_atomic, args.report, report)
     if args.trace_out:
         from system.trace_export import write_traces
 
-        write_traces(result, args.trace_out)
+        _output("--trace-out", args.trace_out, write_traces, result, args.trace_out)
     if args.plot:
         from system.plot import write_plot
 
-        write_plot(result, report, args.plot)
+        _output("--plot", args.plot, write_plot, result, report, args.plot)
+
+
+def _output(flag: str, path: str, write: Any, *write_args: Any) -> None:
+    """Run one writer; a path that cannot be written is bad input (exit 2), not a bug."""
+    try:
+        write(*write_args)
+    except OSError as e:
+        raise InputError(path, flag, f"cannot write ({e.strerror or e})") from None
 
 
 def console_main() -> None:

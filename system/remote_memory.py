@@ -17,6 +17,7 @@ from system.errors import RemoteMemoryConfigError, UnsupportedFeatureError
 
 _TYPES = ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")
 _KEYS = {"memory-type", "remote-mem-latency", "remote-mem-bw", "num-nodes", "num-npus-per-node"}
+_MAX_VALUE = 2 ** 63  # ASTRA-sim keeps these in 64-bit integers and doubles
 
 
 class RemoteMemory:
@@ -37,7 +38,12 @@ class RemoteMemory:
     def runtime_ns(self, size: int) -> int:
         if self.bw <= 0:
             raise RemoteMemoryConfigError(self.path, "key 'remote-mem-bw'", "must be > 0 to model memory accesses")
-        return self.latency_ns + int(float(size) / self.bw)
+        try:
+            return self.latency_ns + int(float(size) / self.bw)
+        except OverflowError:  # a bandwidth like 1e-320 bytes/ns
+            raise RemoteMemoryConfigError(
+                self.path, "key 'remote-mem-bw'", f"{self.bw!r} bytes/ns is too small: an access of {size} bytes "
+                "would take longer than any simulated time") from None
 
     def _pool_of(self, rank: int) -> int | None:
         if self.mem_type == "MEMORY_POOL":
@@ -99,8 +105,9 @@ def load_remote_memory(path: str | os.PathLike, npus_count: int) -> RemoteMemory
 
     def num(key: str, default: float) -> float:
         v = data.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise RemoteMemoryConfigError(p, f"key {key!r}", f"expected a number >= 0, got {v!r}")
+        # the chained test also rejects NaN, Infinity (both parse as JSON) and 400-digit integers
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= _MAX_VALUE:
+            raise RemoteMemoryConfigError(p, f"key {key!r}", f"expected a number from 0 to 2^63, got {v!r}")
         return v
 
     per_node = int(num("num-npus-per-node", 0))

@@ -107,7 +107,7 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
     for a in rn.attr:
         attrs.setdefault(a.name, a)
 
-    def get_int(name: str, required: bool = False) -> int | None:
+    def get_int(name: str, required: bool = False, minimum: int | None = None) -> int | None:
         a = attrs.get(name)
         if a is None:
             if required:
@@ -116,6 +116,8 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
         v = int_value(a)
         if v is None:
             raise WorkloadError(path, where, f"attribute {name!r} must be an integer, got {a.WhichOneof('value')}")
+        if minimum is not None and v < minimum:  # a negative size would run the clock backwards
+            raise WorkloadError(path, where, f"attribute {name!r} must be >= {minimum}, got {v}")
         return v
 
     cpu = attrs.get("is_cpu_op")
@@ -176,10 +178,10 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
         n.comm_tag = get_int("comm_tag", required=True)
         n.comm_dst = get_int("comm_dst")
     elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-        n.tensor_size = get_int("tensor_size", required=True)
+        n.tensor_size = get_int("tensor_size", required=True, minimum=0)
     elif t == pb.COMP_NODE:
-        n.num_ops = get_int("num_ops")
-        n.tensor_size = get_int("tensor_size")
+        n.num_ops = get_int("num_ops", minimum=0)
+        n.tensor_size = get_int("tensor_size", minimum=0)
     return n
 
 
