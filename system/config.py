@@ -209,7 +209,7 @@ def _per_node_custom(v: Any, path: Any) -> dict[int, CollectiveImpl]:
     p = Path(v)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as e:  # ValueError: not UTF-8 text
         raise SystemConfigError(path, "key 'per-node-custom-implementation'", f"cannot read {v!r}: {e}") from None
     if not isinstance(data, dict):
         raise SystemConfigError(p, "", "expected a mapping of workload node id → Chakra ET prefix")

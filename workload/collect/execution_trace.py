@@ -133,6 +133,9 @@ def _read_json(path: Path) -> Any:
                                  f"malformed JSON ({exc.msg})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfilerTraceError(path, "", f"cannot read: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # [[[[... thousands deep, or a 5,000-digit integer
+        raise ProfilerTraceError(path, "", "unusable JSON: "
+                                 + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc))) from None
 
 
 def _flat_node(raw: dict) -> EtNode:

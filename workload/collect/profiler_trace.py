@@ -112,6 +112,9 @@ def _read_events(path: Path) -> list:
                                  f"malformed JSON ({exc.msg})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfilerTraceError(path, "", f"cannot read: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # [[[[... thousands deep, or a 5,000-digit integer
+        raise ProfilerTraceError(path, "", "unusable JSON: "
+                                 + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc))) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise ProfilerTraceError(path, "top level", "expected a JSON object with a 'traceEvents' list "
                                  "(a torch.profiler Chrome trace)")

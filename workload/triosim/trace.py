@@ -27,8 +27,9 @@ TRACE_COLUMNS = (
 )
 STAGES = ("forward", "backward", "optimizer")
 
-_INT = re.compile(r"[0-9]+")
-_NUMBER = re.compile(r"\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+# Bounded: a 5,000-digit integer makes int() raise, and 1e999999999 makes Fraction() run for hours.
+_INT = re.compile(r"[0-9]{1,20}")
+_NUMBER = re.compile(r"\+?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,2})?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,16 +126,19 @@ class _Row:
     def text(self, column: str) -> str:
         return self._fields[self._index[column]].strip()
 
+    def _shown(self, s: str) -> str:
+        return repr(s) if len(s) <= 40 else repr(s[:37] + "...")
+
     def int(self, column: str) -> int:
         s = self.text(column)
         if not _INT.fullmatch(s):
-            raise self.error(column, f"expected a non-negative integer, found {s!r}")
+            raise self.error(column, f"expected a non-negative integer, found {self._shown(s)}")
         return int(s)
 
     def number(self, column: str) -> Fraction:
         s = self.text(column)
         if not _NUMBER.fullmatch(s):
-            what = f"{s!r}, a negative number" if s.startswith("-") else repr(s)
+            what = f"{self._shown(s)}, a negative number" if s.startswith("-") else self._shown(s)
             raise self.error(column, f"expected a non-negative number of microseconds, found {what}")
         return Fraction(s.lstrip("+"))
 
