@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Iterable
 
@@ -61,7 +62,7 @@ def decode_et_bytes(
     if raw[:2] == _GZIP_MAGIC:
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error: a gzip header over a bad stream
             raise EtFormatError(f"{where}: corrupt gzip data ({e})") from None
     if not raw:
         raise EtFormatError(f"{where}: file is empty; expected a GlobalMetadata message")

@@ -15,6 +15,7 @@ from typing import Any
 
 from network.errors import NetworkConfigError
 from network.files import load_structured
+from network.registry import canonical_name
 from network.topology import Dimension, Topology, TopologyKind
 
 LIST_KEYS = ("topology", "npus_count", "bandwidth", "latency")
@@ -68,6 +69,11 @@ class NetworkConfig:
         backend = data.get("backend")
         if backend is not None and not isinstance(backend, str):
             raise NetworkConfigError(path, "key 'backend'", "expected a backend name (a string)")
+        if backend is not None:
+            try:
+                canonical_name(backend)  # here, so that the error names this file, not the command line
+            except NetworkConfigError as e:
+                raise NetworkConfigError(path, "key 'backend'", e.problem) from None
         extra = {k: data[k] for k in ("ns3", "congestion_aware") if k in data}
         for k, v in extra.items():
             if v is not None and not isinstance(v, dict):

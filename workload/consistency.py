@@ -25,17 +25,37 @@ _WORLD = ("", "0")
 def check_collectives_agree(graphs: list[Graph], groups: dict[int, list[int]] | None = None) -> None:
     """Raise WorkloadError if two members of a communicator (the world, or a group of ``groups``)
     run different collectives. ``graphs[r]`` is rank r's graph; ranks may share one object."""
-    if len({id(g) for g in graphs}) <= 1:
-        return  # every rank runs the same file
     per_graph: dict[int, dict[str, list[Node]]] = {}
     for g in graphs:
         if id(g) not in per_graph:
             per_graph[id(g)] = _collectives_by_group(g)
+    _check_membership(graphs, groups or {}, per_graph)
+    if len(per_graph) <= 1:
+        return  # every rank runs the same file
     communicators = [("world", "", list(range(len(graphs))))]
     for gid, members in sorted((groups or {}).items()):
         communicators.append((f"communicator group {gid}", str(gid), list(members)))
     for label, pg, members in communicators:
         _compare(label, pg, members, graphs, per_graph)
+
+
+def _check_membership(graphs: list[Graph], groups: dict[int, list[int]],
+                      per_graph: dict[int, dict[str, list[Node]]]) -> None:
+    """A rank may run a group's collective only if the group lists it."""
+    for r, g in enumerate(graphs):
+        for pg, nodes in per_graph[id(g)].items():
+            members = groups.get(int(pg)) if pg.isdigit() else None
+            if members is not None and r not in members:
+                raise WorkloadError(
+                    g.path, nodes[0].describe(),
+                    f"rank {r} runs a collective of communicator group {pg}, but the group's ranks are "
+                    f"{_ranks(members)}; add rank {r} to the group or give the node another pg_name",
+                )
+
+
+def _ranks(members: list[int]) -> str:
+    shown = ", ".join(map(str, members[:8]))
+    return shown + (f" and {len(members) - 8} more" if len(members) > 8 else "")
 
 
 def _collectives_by_group(g: Graph) -> dict[str, list[Node]]:
