@@ -236,9 +236,13 @@ class Workload:
             for item in items:
                 pg = int(item["pg_name"])
                 ranks = [int(r) for r in item.get("ranks", [])] or list(range(self.sys.total_nodes))
+                if len(set(ranks)) != len(ranks) or not all(0 <= r < self.sys.total_nodes for r in ranks):
+                    raise CommGroupError(self.graph.path, node.describe(),
+                                         f"process group {pg} lists ranks {ranks[:8]}: each must be a distinct "
+                                         f"rank in 0..{self.sys.total_nodes - 1}")
                 if self.rank in ranks and pg not in self.comm_groups:
                     self.comm_groups[pg] = CommunicatorGroup(pg + 1, ranks, self.sys)
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             warnings.warn(f"{self.graph.path}: {node.describe()}: process-group metadata ignored ({e})", stacklevel=2)
 
     # -- completion ------------------------------------------------------------------------

@@ -172,6 +172,19 @@ def et_cases() -> None:
         return et_bytes(b)
     ranks("et/mem_nodes", mem)
 
+    # process groups declared inside the ET (METADATA nodes, PyTorch's form)
+    def metadata(values: str) -> Callable[[int], bytes]:
+        def one(r: int) -> bytes:
+            b = GraphBuilder()
+            m = pb.Node(id=0, name="pg_metadata", type=pb.METADATA_NODE)
+            m.inputs.values = values
+            b.nodes.append(m)
+            b.collective("tp_ar", "ALL_REDUCE", 4096, deps=[0], pg_name="3")
+            return et_bytes(b)
+        return one
+    ranks("et/metadata_group_bad_rank", metadata('["' + json.dumps([{"pg_name": "3", "ranks": [0, 1, 2, 3, 99]}]) + '"]'))
+    ranks("et/metadata_nested_too_deep", metadata('["' + "[" * 5000 + '"]'))
+
     # layout on disk
     ranks("et/missing_rank_file", lambda r: None if r == BAD_RANK else et_bytes(good(r)))
     ranks("et/two_prefixes", lambda r: et_bytes(good(r)))
