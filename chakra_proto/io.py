@@ -123,6 +123,9 @@ def write_et(
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600; an ET is an ordinary file
         os.replace(tmp, p)
     except BaseException:
         try:

@@ -1,4 +1,5 @@
-"""Reading the small structured files every layer takes as input (YAML or JSON).
+"""Reading the small structured files every layer takes as input (YAML or JSON), and writing
+output files atomically.
 
 One place turns "file missing", "not UTF-8", "not valid YAML/JSON" into the caller's
 InputError subclass with the file and the line, so every reader reports them the same way.
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +62,25 @@ def load_structured(path: str | os.PathLike, error: type[InputError], fmt: str =
     if fmt == "json" or (fmt == "auto" and p.suffix.lower() == ".json"):
         return parse_json(text, p, error)
     return parse_yaml(text, p, error)
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write to a temporary file beside ``path``, then rename it over ``path``: an interrupted
+    run leaves the old file or none, never half a file that looks complete."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600; an output is an ordinary file
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p

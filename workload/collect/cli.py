@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 
 from network.errors import InputError
+from network.files import write_atomic
 from workload.collect.convert import TPFLAG_RULES, ConvertResult, convert_pair
 from workload.collect.spec import LOSSES, OPTIMIZERS
 
@@ -118,7 +119,7 @@ def _run_collect(args: argparse.Namespace) -> None:
             "tpflag_rule": args.tpflag_rule, "threads": args.threads, "torch": done.torch_version,
             "execution_trace": rel(done.execution_trace), "profiler_trace": rel(done.profiler_trace),
             "timing_trace": rel(done.timing_trace), "notes": list(done.notes)}
-    (out / "collect.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "collect.json", json.dumps(meta, indent=2) + "\n")
     _report(done.result)
     for note in done.notes:
         print(f"note: {note}", file=sys.stderr)

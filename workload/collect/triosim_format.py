@@ -9,10 +9,12 @@ decimals: newer Kineto traces have nanosecond resolution).
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from network.files import write_atomic
 from workload.collect.execution_trace import EtNode, TensorArgs
 
 TENSOR_HEADER = ("Index", "TensorID", "TensorShape", "TensorNumElement", "TensorEachByte",
@@ -125,19 +127,21 @@ def write_triosim_csvs(out_dir: str | os.PathLike, tensors: list[TensorRow],
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tensor_path, trace_path = out / "tensor.csv", out / "trace.csv"
-    with open(tensor_path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(TENSOR_HEADER)
-        for index, t in enumerate(tensors):
-            w.writerow((index, t.tensor_id, str(t.shape), t.num_elements, t.element_bytes, t.kind,
-                        t.storage_id, 0))
-    with open(trace_path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(TRACE_HEADER)
-        for op in operators:
-            w.writerow((op.operator_id, op.name,
-                        _id_list([t.tensor_id for t in op.inputs]), _id_list([t.tensor_id for t in op.outputs]),
-                        format_us(op.span_ns), format_us(op.busy_ns),
-                        _id_list([t.num_elements for t in op.inputs]),
-                        _id_list([t.num_elements for t in op.outputs]), 0, op.stage, op.tpflag))
+    f = io.StringIO(newline="")  # each file is written whole, then renamed: never half a CSV
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(TENSOR_HEADER)
+    for index, t in enumerate(tensors):
+        w.writerow((index, t.tensor_id, str(t.shape), t.num_elements, t.element_bytes, t.kind,
+                    t.storage_id, 0))
+    write_atomic(tensor_path, f.getvalue())
+    f = io.StringIO(newline="")
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(TRACE_HEADER)
+    for op in operators:
+        w.writerow((op.operator_id, op.name,
+                    _id_list([t.tensor_id for t in op.inputs]), _id_list([t.tensor_id for t in op.outputs]),
+                    format_us(op.span_ns), format_us(op.busy_ns),
+                    _id_list([t.num_elements for t in op.inputs]),
+                    _id_list([t.num_elements for t in op.outputs]), 0, op.stage, op.tpflag))
+    write_atomic(trace_path, f.getvalue())
     return tensor_path, trace_path

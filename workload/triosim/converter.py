@@ -19,6 +19,7 @@ from typing import Any
 from chakra_proto import et_def_pb2 as pb
 from chakra_proto.attrs import attr_string
 from chakra_proto.io import write_et
+from network.files import write_atomic
 from workload.triosim.anatomy import Anatomy, analyse
 from workload.triosim.layout import CommGroups, Layout
 from workload.triosim.program import ProgramBuilder
@@ -91,9 +92,9 @@ def write_conversion(conv: Conversion, out_prefix: str | os.PathLike) -> Convers
                           attr_string("rank", str(g.rank))])
         write_et(prefix.parent / f"{prefix.name}.{g.rank}.et", meta, g.nodes)
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
-    groups_path.write_text(json.dumps(conv.groups.to_json(), indent=1) + "\n", encoding="utf-8")
+    write_atomic(groups_path, json.dumps(conv.groups.to_json(), indent=1) + "\n")
     layout_path = prefix.parent / f"{prefix.name}.layout.json"
-    layout_path.write_text(json.dumps(conv.summary, indent=1) + "\n", encoding="utf-8")
+    write_atomic(layout_path, json.dumps(conv.summary, indent=1) + "\n")
     return ConversionResult(prefix, conv.layout.ranks, groups_path, layout_path, conv.summary)
 
 

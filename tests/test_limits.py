@@ -1,0 +1,86 @@
+"""Budgets on runaway work: ``--max-events`` and ``--max-wall-seconds`` stop a run with exit 2 and
+one line that says which budget ran out, where (simulated time, events) and how to raise it; no
+report is written for a run that did not finish."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES
+from system.main import main
+from workload.builder import GraphBuilder
+
+EXAMPLE = ["--workload", str(EXAMPLES / "workload" / "all_reduce_8npus_1MB" / "all_reduce"),
+           "--network", str(EXAMPLES / "network" / "Ring_8npus.yml"), "--quiet"]
+
+
+def _events(tmp_path: Path, args: list[str]) -> int:
+    out = tmp_path / "full.json"
+    assert main([*args, "--report", str(out)]) == 0
+    return json.loads(out.read_text())["totals"]["events"]
+
+
+@pytest.mark.parametrize("symmetry", [[], ["--no-symmetry"]], ids=["symmetric", "every-rank"])
+def test_event_budget_stops_cleanly_and_an_exact_budget_finishes(tmp_path: Path, capsys, symmetry: list[str]) -> None:
+    args = [*EXAMPLE, *symmetry]
+    events = _events(tmp_path, args)
+    assert events > 10
+    out = tmp_path / "r.json"
+    assert main([*args, "--max-events", str(events), "--report", str(out)]) == 0
+    out.unlink()
+    capsys.readouterr()
+    assert main([*args, "--max-events", str(events - 1), "--report", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: event budget of {events - 1} events exhausted at simulated time ")
+    assert "events still queued (raise --max-events)" in err and "\n" not in err
+    assert not out.exists()
+
+
+def _long_workload(tmp_path: Path) -> list[str]:
+    """8 ranks run one file of 4,000 all-reduces in a row: about 7 s of events, little setup."""
+    b = GraphBuilder()
+    prev: list[int] = []
+    for i in range(4000):
+        prev = [b.collective(f"ar{i}", "ALL_REDUCE", 1024, deps=prev)]
+    b.write(tmp_path / "long", 0)
+    return ["--workload", str(tmp_path / "long.0.et"), "--network", str(EXAMPLES / "network" / "Ring_8npus.yml"),
+            "--no-symmetry", "--quiet"]
+
+
+def test_wall_time_budget_stops_the_event_loop(tmp_path: Path, capsys) -> None:
+    args = _long_workload(tmp_path)
+    t0 = time.perf_counter()
+    assert main([*args, "--max-wall-seconds", "1", "--report", str(tmp_path / "r.json")]) == 2
+    took = time.perf_counter() - t0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: wall-time budget of 1 s exhausted at simulated time ")
+    assert "events (raise --max-wall-seconds)" in err and "\n" not in err
+    assert took < 4.0 and not (tmp_path / "r.json").exists()
+
+
+def test_wall_time_budget_also_bounds_the_setup(tmp_path: Path, capsys) -> None:
+    assert main([*EXAMPLE, "--max-wall-seconds", "1e-9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: wall-time budget of 1e-09 s exhausted while reading the workload (raise --max-wall-seconds)"
+
+
+@pytest.mark.parametrize("flag,value,problem", [
+    ("--max-events", "0", "must be >= 1, got 0"),
+    ("--max-events", "-5", "must be >= 1, got -5"),
+    ("--max-wall-seconds", "0", "must be a number of seconds > 0, got 0.0"),
+    ("--max-wall-seconds", "inf", "must be a number of seconds > 0, got inf"),
+])
+def test_budgets_that_mean_nothing_are_rejected(flag: str, value: str, problem: str, capsys) -> None:
+    assert main([*EXAMPLE, flag, value]) == 2
+    assert capsys.readouterr().err.strip() == f"error: <command line>: {flag}: {problem}"
+
+
+def test_generous_budgets_change_nothing(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert main([*EXAMPLE, "--report", str(a)]) == 0
+    assert main([*EXAMPLE, "--report", str(b), "--max-events", "1000000", "--max-wall-seconds", "600"]) == 0
+    strip = lambda p: {k: v for k, v in json.loads(p.read_text()).items() if k != "totals"}  # noqa: E731
+    assert strip(a) == strip(b)
