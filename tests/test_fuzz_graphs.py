@@ -217,7 +217,7 @@ def write_scenario(s: dict, d: Path) -> list[str]:
     return argv
 
 
-@fuzz_settings(250)
+@fuzz_settings(800)
 @given(scenarios())
 def test_random_graphs_and_configs_never_crash_or_hang(s: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -232,7 +232,7 @@ def test_random_graphs_and_configs_never_crash_or_hang(s: dict) -> None:
             assert not (Path(tmp) / "report.json").exists(), "a failed run left a report"
 
 
-@fuzz_settings(60)
+@fuzz_settings(200)
 @given(scenarios())
 def test_symmetric_fast_path_agrees_with_every_rank_simulated(s: dict) -> None:
     """The representative-rank shortcut must not change the answer, nor turn an error into a result."""
@@ -300,7 +300,7 @@ def _small_workload(d: Path) -> None:
         (d / f"w.{r}.et").write_bytes(encode_et_bytes(meta, nodes))
 
 
-@fuzz_settings(250)
+@fuzz_settings(600)
 @given(which=st.sampled_from(["network", "system", "memory", "groups"]), yaml_form=st.booleans(),
        data=st.data())
 def test_config_files_with_wrong_values_are_rejected_cleanly(which: str, yaml_form: bool, data) -> None:

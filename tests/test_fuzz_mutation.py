@@ -138,7 +138,7 @@ def _materialise(seed: Seed, rng: random.Random, d: Path) -> list[str]:
 def test_mutated_et_files_never_crash_or_hang(seeds: list[Seed], tmp_path: Path) -> None:
     rng = random.Random(SEED)
     codes = {0: 0, 2: 0, 3: 0}
-    for k in range(budget(900)):
+    for k in range(budget(3000)):
         seed = seeds[k % len(seeds)]
         d = tmp_path / f"case{k}"
         d.mkdir()
@@ -177,7 +177,7 @@ def _text_cases() -> list[tuple[str, Path, Callable[[Path, Path], tuple[Callable
 def test_mutated_text_inputs_never_crash_or_hang(name: str, good: Path, how, tmp_path: Path) -> None:
     rng = random.Random(f"{SEED}-{name}")
     files = {p.name: p.read_bytes() for p in good.iterdir() if p.is_file()}
-    for k in range(budget(200)):
+    for k in range(budget(600)):
         d = tmp_path / f"case{k}"
         d.mkdir()
         targets = [n for n in files if n.endswith((".csv", ".json", ".yml"))]
