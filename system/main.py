@@ -113,7 +113,10 @@ def run_simulation(
         auto = Path(f"{workload}.comm_groups.json")
         if auto.is_file():
             comm_groups = auto
-    if comm_groups is not None and "empty" not in Path(comm_groups).name:
+    # ASTRA-sim's "no groups" value is the word "empty"; any file that exists is read, whatever its name
+    no_groups = comm_groups is not None and Path(comm_groups).name in ("empty", "empty.json") \
+        and not Path(comm_groups).is_file()
+    if comm_groups is not None and not no_groups:
         groups_spec = load_comm_groups(comm_groups, npus)
     remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
     if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs

@@ -384,6 +384,7 @@ def comm_group_cases() -> None:
         "rank_as_text": '{"1": ["0", "1"]}\n',
         "ranks_not_a_list": '{"1": 3}\n',
         "not_utf8": b'{"1": [0, 1], "\xff": []}\n',
+        "nonempty_with_bad_rank": '{"1": [0, 7]}\n',
     }
     for name, content in cases.items():
         text(f"comm_group/{name}.json", content)
