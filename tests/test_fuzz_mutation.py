@@ -1,6 +1,7 @@
 """Mutation fuzzing over real input bytes: flip, cut, duplicate, delete, insert and splice bytes of
 real Chakra ET files (the bundled all-reduce, a TrioSim VGG-13 conversion with pipeline sends,
-ASTRA-sim's custom ring collective), and of the text inputs (TrioSim CSVs, profiler JSON,
+ASTRA-sim's custom ring collective, as a workload and as the ETs a custom collective replays), and
+of the text inputs (TrioSim CSVs, profiler JSON,
 network YAML, system JSON). Every run must end with exit 0, 2 or 3: no internal error, no hang.
 
 The budget is fixed (a seeded ``random.Random`` per test), so CI runs the same mutants every time.
@@ -148,6 +149,29 @@ def test_mutated_et_files_never_crash_or_hang(seeds: list[Seed], tmp_path: Path)
         codes[code] += 1
         shutil.rmtree(d)  # keep only a failing case on disk
     assert codes[2] and codes[0], codes  # the mutants reach both the decoder's errors and real runs
+
+
+def test_mutated_custom_collective_ets_never_crash_or_hang(anchors: Path, tmp_path: Path) -> None:
+    """The ETs a ``*-implementation-custom`` collective replays, mutated, under a real workload."""
+    custom = anchors / "system" / "examples" / "custom_collectives" / "custom_ring_allreduce_8npus_1MB"
+    files = {p.name: p.read_bytes() for p in sorted(custom.glob("*.et"))}
+    names = sorted(files)
+    rng = random.Random(f"{SEED}-custom")
+    for k in range(budget(600)):
+        d = tmp_path / f"case{k}"
+        d.mkdir()
+        victims = rng.sample(names, rng.randint(1, 2))
+        for n, data in files.items():
+            (d / n).write_bytes(mutate(data, rng, donor=files[rng.choice(names)]) if n in victims else data)
+        (d / "custom.json").write_text('{"scheduling-policy": "FIFO", "preferred-dataset-splits": 1, '
+                                       '"local-mem-bw": 50, "all-reduce-implementation-custom": ["%s"]}'
+                                       % (d / "custom_allreduce"))
+        argv = ["--workload", str(EXAMPLES / "workload" / "all_reduce_8npus_1MB" / "all_reduce"),
+                "--network", str(EXAMPLES / "network" / "Ring_8npus.yml"), "--system", str(d / "custom.json"),
+                *LIMITS]
+        code, err, seconds = run_tool(sim_main, argv)
+        check(code, err, seconds, f"seed {SEED}, custom collective case {k}, files in {d}")
+        shutil.rmtree(d)
 
 
 # -- seeds: real text inputs ------------------------------------------------------------------

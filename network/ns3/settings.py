@@ -42,6 +42,8 @@ _UDP_HEADERS = 20 + 8  # IPv4 + UDP
 _TRANSPORTS = ("tcp", "udp")
 _AUTO_KEYS = ("segment_size", "snd_buf_size", "rcv_buf_size", "initial_cwnd")  # 0 = derive
 _MIN_BUF, _MAX_BUF = 256 << 10, 64 << 20
+_MAX_UINT32 = 2**32 - 1
+_MAX_US = (2**63 - 1) // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,10 @@ class Ns3Settings:
                 low = 0 if key in _AUTO_KEYS else 1
                 if isinstance(value, bool) or not isinstance(value, int) or value < low:
                     raise NetworkConfigError(path, where, f"expected an integer >= {low}, got {value!r}")
+                # ns-3 keeps sizes in uint32 and times in int64 ns; beyond, Config::SetDefault aborts
+                high = _MAX_US if key.endswith("_us") else _MAX_UINT32
+                if value > high:
+                    raise NetworkConfigError(path, where, f"expected an integer from {low} to {high}, got {value!r}")
                 values[key] = value
         settings = cls(**values)
         settings._check(path)

@@ -309,6 +309,7 @@ def network_cases() -> None:
         "ns3_not_mapping": NET + "ns3: 5\n",
         "nested_too_deep": "topology: " + "[" * 5000 + "\n",
         "digits_5000": NET.replace("[500]", "[" + "9" * 5000 + "]"),
+        "ns3_buffer_beyond_uint32": NET + "ns3:\n  snd_buf_size: 4611686018427387904\n",
         "dimensions_disagree": "topology: [Ring, Switch]\nnpus_count: [2, 2]\nbandwidth: [50]\nlatency: [5, 5]\n",
     }
     for name, content in cases.items():
