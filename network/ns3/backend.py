@@ -43,6 +43,8 @@ if importlib.util.find_spec("ns") is None:  # cheap check; the real import (5–
 
 _MAX_NPUS = 48_000  # a receiver listens on port 1000 + sender rank, below the ephemeral range
 _MAX_PRECONNECT = 20_000
+_MAX_LATENCY_NS = 1e12  # 1000 s per hop; ns-3's clock is an int64 of ns and TCP timers multiply it
+_LONG_DELAY_NS, _MAX_TIME_NS = 2**40, 2**62
 _live: "weakref.ref[Ns3Backend] | None" = None
 
 
@@ -79,6 +81,14 @@ class Ns3Backend(AnalyticalBackend):
             raise NetworkConfigError(
                 config.path, "key 'npus_count'", f"the ns-3 backend supports at most {_MAX_NPUS} NPUs"
             )
+        for i, d in enumerate(self.topology.dims):  # ns-3's DataRate is a uint64 of bit/s, its clock an int64 of ns
+            if not 1 <= link_rate_bps(d.bandwidth_gb_s) < 2**64:
+                raise NetworkConfigError(config.path, f"dimension {i}, key 'bandwidth'",
+                                         f"{d.bandwidth_gb_s:g} GB/s is beyond the ns-3 backend's 1 to 2^64 bit/s per link")
+            if d.latency_ns > _MAX_LATENCY_NS:
+                raise NetworkConfigError(config.path, f"dimension {i}, key 'latency'",
+                                         f"{d.latency_ns:g} ns is beyond the ns-3 backend's {_MAX_LATENCY_NS:g} ns per hop "
+                                         "(round trips and timers would overflow ns-3's 64-bit clock)")
         from network.ns3.loader import load_ns
 
         self._fabric: Any = _Closed()  # until built: a half-built backend closes cleanly
@@ -161,8 +171,13 @@ class Ns3Backend(AnalyticalBackend):
         for a, b in pairs:
             self._fabric.Warm(a, b)
         self._ns.Simulator.Run()  # handshakes and one byte each; ns-3 runs dry once all are up
-        if self._fabric.Warmed() != len(pairs):
-            raise RuntimeError(f"ns-3 opened {self._fabric.Warmed()} of {len(pairs)} TCP connections")
+        if self._fabric.Warmed() != len(pairs):  # a handshake slower than TCP's retries allow
+            raise NetworkConfigError(
+                self.config.path, "key 'ns3'",
+                f"ns-3 opened only {self._fabric.Warmed()} of {len(pairs)} TCP connections: on these links a "
+                f"handshake takes longer than TCP's connection retries allow (ns3.min_rto_us "
+                f"{self.settings.min_rto_us}); lower the latency, raise the bandwidth or ns3.min_rto_us, "
+                "or use ns3.transport: udp")
         self._fabric.SetOrigin()
 
     def close(self) -> None:
@@ -180,6 +195,11 @@ class Ns3Backend(AnalyticalBackend):
 
     def _schedule(self, delay_ns: int, callback: Callback, *args: object) -> None:
         """``schedule``: ``callback(*args)`` as an ns-3 event ``delay_ns`` from now (FIFO on ties)."""
+        # past ns-3's 64-bit clock ns-3 aborts the process; only long delays need the (C++) clock read
+        if delay_ns >= _LONG_DELAY_NS and self.now() + delay_ns >= _MAX_TIME_NS:
+            raise SimulationLimitError(
+                f"an event {delay_ns} ns after {self.now()} ns is past the ns-3 backend's clock (2^62 ns); "
+                "the analytical backends have no such limit")
         eid = self._next_event
         self._next_event = eid + 1
         self._events[eid] = (callback, args)

@@ -132,7 +132,7 @@ class Ns3Settings:
             segment_size=self.payload_size,
             snd_buf_size=self.snd_buf_size or buf,
             rcv_buf_size=self.rcv_buf_size or buf,
-            initial_cwnd=self.initial_cwnd or max(10, math.ceil(bdp / self.payload_size)),
+            initial_cwnd=self.initial_cwnd or min(max(10, math.ceil(bdp / self.payload_size)), _MAX_UINT32),
         )
 
 

@@ -310,6 +310,8 @@ def network_cases() -> None:
         "nested_too_deep": "topology: " + "[" * 5000 + "\n",
         "digits_5000": NET.replace("[500]", "[" + "9" * 5000 + "]"),
         "ns3_buffer_beyond_uint32": NET + "ns3:\n  snd_buf_size: 4611686018427387904\n",
+        "ns3_latency_beyond_clock": NET.replace("[500]", "[4611686018427387904]"),
+        "ns3_bandwidth_beyond_uint64": NET.replace("[50]", "[1.0e+18]"),
         "dimensions_disagree": "topology: [Ring, Switch]\nnpus_count: [2, 2]\nbandwidth: [50]\nlatency: [5, 5]\n",
     }
     for name, content in cases.items():
