@@ -30,10 +30,12 @@ from workload.workload import Workload
 class Deadlock(Exception):
     """The event queue emptied while ranks still had work: a result, not a hang (exit 3)."""
 
-    def __init__(self, time_ns: int, per_rank: dict[int, list[str]], unmatched: list[str]) -> None:
+    def __init__(self, time_ns: int, per_rank: dict[int, list[str]], unmatched: list[str],
+                 files: dict[int, str] | None = None) -> None:
         self.time_ns = time_ns
         self.per_rank = per_rank
         self.unmatched = unmatched
+        self.files = files or {}  # rank → its ET file, named in the report
         super().__init__(self.report())
 
     def report(self, max_ranks: int = 16) -> str:
@@ -47,7 +49,7 @@ class Deadlock(Exception):
             if i >= max_ranks:
                 lines.append(f"  ... and {len(self.per_rank) - max_ranks} more rank(s)")
                 break
-            lines.append(f"  rank {rank}:")
+            lines.append(f"  rank {rank}: {self.files[rank]}" if rank in self.files else f"  rank {rank}:")
             lines.extend(f"    {s}" for s in items)
         if self.unmatched:
             lines.append("  unmatched messages:")
@@ -156,7 +158,7 @@ def run_simulation(
     stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
     unmatched = net_backend.unmatched()
     if stuck or unmatched:  # a send nobody received is no success either
-        raise Deadlock(net_backend.now(), stuck, unmatched)
+        raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
     stats = net_backend.stats()
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
