@@ -308,7 +308,10 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         raise InputError(None, "--dp/--tp/--pp",
                          f"the layout has dp×tp×pp = {ranks} ranks but the network {args.network} has {npus} NPUs")
     prefix = args.triosim_out or str(Path(tempfile.mkdtemp(prefix="dtsim-triosim-")) / "triosim")
-    conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
+    try:
+        conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
+    except OSError as e:  # reading errors are TrioSimTraceErrors already: this is the output
+        raise InputError(prefix, "--triosim-out", f"cannot write ({e.strerror or e})") from None
     # one rank: every NPU of the network replays the single-GPU trace
     workload = str(conv.prefix) if conv.ranks > 1 else str(conv.et_path(0))
     return workload, args.comm_groups or (str(conv.comm_groups_path) if conv.comm_groups_path else None)
