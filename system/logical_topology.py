@@ -21,36 +21,54 @@ class Direction(enum.Enum):
 class RingTopology:
     """A ring of NPUs in a fixed order (ASTRA-sim: RingTopology).
 
+    A ring along one network dimension is arithmetic (base + i × offset), so it stores three
+    numbers, not N members: with one Sys per rank a list per rank would cost N² memory.
     ``local`` marks the rings ASTRA-sim builds for communicator groups
     (RingTopology::Dimension::Local); on those the memory bus uses its "fast" fixed 10-cycle
     delay instead of endpoint-delay (MemBus::Transmition::Fast).
     """
 
-    __slots__ = ("id", "members", "index_in_ring", "nodes_in_ring", "local")
+    __slots__ = ("id", "index_in_ring", "nodes_in_ring", "local", "_list", "_base", "_offset")
 
     def __init__(self, npu_id: int, members: list[int], local: bool = False) -> None:
         self.id = npu_id
-        self.members = members
+        self._list: list[int] | None = list(members)
+        self._base = self._offset = 0
         self.nodes_in_ring = len(members)
         self.index_in_ring = members.index(npu_id)
         self.local = local
 
     @classmethod
     def homogeneous(cls, npu_id: int, size: int, offset: int) -> "RingTopology":
-        index = (npu_id % (offset * size)) // offset
-        base = npu_id - index * offset
-        return cls(npu_id, [base + i * offset for i in range(size)])
+        ring = cls.__new__(cls)
+        ring.id = npu_id
+        ring.index_in_ring = (npu_id % (offset * size)) // offset
+        ring.nodes_in_ring = size
+        ring.local = False
+        ring._list = None
+        ring._base = npu_id - ring.index_in_ring * offset
+        ring._offset = offset
+        return ring
+
+    @property
+    def members(self) -> list[int]:
+        if self._list is not None:
+            return list(self._list)
+        return [self._base + i * self._offset for i in range(self.nodes_in_ring)]
+
+    def member_at(self, index: int) -> int:
+        i = index % self.nodes_in_ring
+        if self._list is not None:
+            return self._list[i]
+        return self._base + i * self._offset
 
     def get_receiver(self, direction: Direction) -> int:
         step = 1 if direction is Direction.CLOCKWISE else -1
-        return self.members[(self.index_in_ring + step) % self.nodes_in_ring]
+        return self.member_at(self.index_in_ring + step)
 
     def get_sender(self, direction: Direction) -> int:
         step = -1 if direction is Direction.CLOCKWISE else 1
-        return self.members[(self.index_in_ring + step) % self.nodes_in_ring]
-
-    def member_at(self, index: int) -> int:
-        return self.members[index % self.nodes_in_ring]
+        return self.member_at(self.index_in_ring + step)
 
     @property
     def num_nodes(self) -> int:
