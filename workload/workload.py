@@ -54,7 +54,13 @@ class Workload:
         self.remote_memory = remote_memory
         nodes = graph.nodes
         self._waiting = {nid: len(n.parents) for nid, n in nodes.items() if n.parents}
-        self._free: list[int] = list(graph.roots)  # sorted ascending
+        # dependency-free nodes, one ascending list per resource kind, so that a pass looks only
+        # at the first node of each kind whose slot is free (wide graphs stay cheap)
+        self._free_k: list[list[int]] = [[], [], [], []]
+        for nid in graph.roots:
+            self._free_k[_resource(nodes[nid])].append(nid)
+        self._freed_in_pass: dict[int, int] = {}
+        self._pass_no = 0
         self._ongoing: set[int] = set()
         self._in_flight = [0, 0, 0, 0]
         self._done_count = 0
@@ -91,24 +97,52 @@ class Workload:
         self.issue_dep_free_nodes()
         self._check_finished()
 
+    @property
+    def _free(self) -> list[int]:
+        return sorted(n for lst in self._free_k for n in lst)
+
     def issue_dep_free_nodes(self) -> None:
+        """Issue, in ascending id, every node that was dependency-free when the pass began and
+        whose resource slot is free when its turn comes (ASTRA-sim: issue_dep_free_nodes)."""
         while True:
-            progressed = False
-            for nid in list(self._free):
-                node = self.graph.nodes[nid]
-                kind = _resource(node)
-                if kind == _NONE or self._in_flight[kind] == 0:
-                    if self.issue(node):
-                        progressed = True
-            # a node finished synchronously (metadata, invalid, empty compute) frees its
-            # children now; ASTRA-sim would leave them until the next completion
-            if not progressed:
+            self._pass_no += 1
+            finished_at_once = self._issue_pass()
+            # Children of a node that finished at once (metadata, invalid, empty roofline) wait,
+            # as in ASTRA-sim, for the rank's next completion; if nothing is in flight there will
+            # be none, and ASTRA-sim would stall: we issue them now instead.
+            if not finished_at_once or self._ongoing:
                 return
+
+    def _issue_pass(self) -> bool:
+        pass_no = self._pass_no
+        free_k, in_flight, fresh = self._free_k, self._in_flight, self._freed_in_pass
+        nodes = self.graph.nodes
+        cur = -1
+        finished_at_once = False
+        while True:
+            best = -1
+            for kind in (_CPU, _GPU_COMP, _GPU_COMM, _NONE):
+                lst = free_k[kind]
+                if not lst or (kind != _NONE and in_flight[kind]):
+                    continue
+                i = bisect.bisect_right(lst, cur)
+                n = len(lst)
+                while i < n and fresh.get(lst[i]) == pass_no:  # freed during this pass: not in its snapshot
+                    i += 1
+                if i < n and (best < 0 or lst[i] < best):
+                    best = lst[i]
+            if best < 0:
+                return finished_at_once
+            cur = best
+            if self.issue(nodes[best]):
+                finished_at_once = True
 
     def issue(self, node: Node) -> bool:
         """Start a node; True if it finished synchronously."""
         nid = node.id
-        self._free.remove(nid)
+        lst = self._free_k[_resource(node)]
+        del lst[bisect.bisect_left(lst, nid)]
+        self._freed_in_pass.pop(nid, None)
         self._ongoing.add(nid)
         kind = _resource(node)
         if kind != _NONE:
@@ -260,19 +294,21 @@ class Workload:
         self._done_count += 1
         self.records.append((nid, self.starts[nid], self.sys.now()))
         waiting = self._waiting
-        free = self._free
+        free_k = self._free_k
+        nodes = self.graph.nodes
         for c in node.children:
             left = waiting[c] - 1
             if left:
                 waiting[c] = left
             else:
                 del waiting[c]
-                bisect.insort(free, c)
+                bisect.insort(free_k[_resource(nodes[c])], c)
+                self._freed_in_pass[c] = self._pass_no
 
     def _check_finished(self) -> None:
         if self.is_finished:
             return
-        if not self._free and not self._ongoing and not any(self._in_flight):
+        if not any(self._free_k) and not self._ongoing and not any(self._in_flight):
             self.is_finished = True
             self.finish_time = self.sys.now()
 
@@ -284,16 +320,17 @@ class Workload:
         for nid in sorted(self._ongoing)[:limit]:
             lines.append(f"{nodes[nid].describe()} started at {self.starts[nid]} ns and never completed"
                          + self._why_ongoing(nodes[nid]))
-        for nid in self._free[:limit]:
+        free = self._free
+        for nid in free[:limit]:
             lines.append(f"{nodes[nid].describe()} is ready but its resource slot never freed")
         shown = 0
         for nid in sorted(self._waiting):
             if shown >= limit:
                 break
-            pending = [p for p in nodes[nid].parents if p in self._waiting or p in self._ongoing or p in self._free]
+            pending = [p for p in nodes[nid].parents if p in self._waiting or p in self._ongoing or p in free]
             lines.append(f"{nodes[nid].describe()} waits for node(s) {', '.join(map(str, pending[:6]))}")
             shown += 1
-        total = len(self._ongoing) + len(self._free) + len(self._waiting)
+        total = len(self._ongoing) + len(free) + len(self._waiting)
         if total > len(lines):
             lines.append(f"... {total} node(s) not finished in all")
         return lines
