@@ -112,9 +112,14 @@ def run_simulation(
     _check_wall(t0, max_wall_s, "reading the workload")
     groups_spec: dict[int, list[int]] = {}
     if comm_groups is None:
-        auto = Path(f"{workload}.comm_groups.json")
+        auto = Path(f"{workload}.comm_groups.json")  # written by our TrioSim converter
+        stg = Path(f"{workload}.json")  # written beside its ETs by ASTRA-sim's Symbolic Tensor Graph
         if auto.is_file():
             comm_groups = auto
+        elif stg.is_file() and any(g.has_communicator_groups for g in {id(g): g for g in graphs}.values()):
+            warnings.warn(f"using {stg} as the communicator-group configuration (pass "
+                          "--comm-group-configuration to choose another)", stacklevel=2)
+            comm_groups = stg
     # ASTRA-sim's "no groups" value is the word "empty"; any file that exists is read, whatever its name
     no_groups = comm_groups is not None and Path(comm_groups).name in ("empty", "empty.json") \
         and not Path(comm_groups).is_file()

@@ -56,6 +56,11 @@ class Graph:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    @property
+    def has_communicator_groups(self) -> bool:
+        """Does any communication node name a group other than the world (pg_name)?"""
+        return any(n.pg_name not in ("", "0") for n in self.nodes.values() if n.pg_name is not None)
+
 
 def load_graph(path: str | os.PathLike) -> Graph:
     p = Path(path)

@@ -114,3 +114,13 @@ def test_stg_workload_runs(tmp_path, name, sys_name, backend):
 def test_stg_pipeline_cycles(tmp_path, backend, sys_name, expected):
     rep = _run(tmp_path, "pp2_mb2", 2, sys_name, backend, "p")
     assert [r["finish_cycles"] for r in rep["ranks"]] == expected
+
+
+def test_stg_group_file_is_found_beside_the_workload(tmp_path: Path, capsys) -> None:
+    """STG writes its groups as PREFIX.json; the simulator picks it up (and says so)."""
+    net = tmp_path / "net.yml"
+    net.write_text("topology: [ Ring ]\nnpus_count: [ 16 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    code = main(["--workload", str(DATA / "dp2tp2sp2pp2" / "workload"), "--network", str(net), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "workload.json as the communicator-group configuration" in err
