@@ -90,6 +90,7 @@ def run_simulation(
     max_wall_s: float | None = None,
     progress: Any = None,
     symmetry: bool = True,
+    rendezvous: bool = False,
 ) -> SimulationResult:
     t0 = time.perf_counter()
     net = network if isinstance(network, NetworkConfig) else NetworkConfig.from_file(network)
@@ -128,7 +129,7 @@ def run_simulation(
     remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
     if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)
-    representative = (symmetry and not groups_spec and remote is None
+    representative = (symmetry and not rendezvous and not groups_spec and remote is None
                       and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
     if representative:
         # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
@@ -142,7 +143,7 @@ def run_simulation(
     workloads: list[Workload] = []
     custom_loader = _custom_loader_factory()
     for r in ranks:
-        s = Sys(r, net_backend, sys_cfg, queues, custom_loader)
+        s = Sys(r, net_backend, sys_cfg, queues, custom_loader, rendezvous=rendezvous)
         groups = {gid: CommunicatorGroup(gid, members, s) for gid, members in groups_spec.items() if r in members}
         if remote is not None:
             remote.attach(s)
@@ -271,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queues (virtual networks) per dimension, as ASTRA-sim's flag (default 1)")
     p.add_argument("--injection-scale", type=float, default=1.0, help="multiplies endpoint-delay (ASTRA-sim flag)")
     p.add_argument("--comm-scale", type=float, default=1.0, help=argparse.SUPPRESS)
-    p.add_argument("--rendezvous-protocol", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--rendezvous-protocol", nargs="?", const="true", default="false", metavar="BOOL",
+                   help="every message is preceded by an 8192-byte request from the receiver (ASTRA-sim's flag)")
     p.add_argument("--logging-configuration", default=None, help=argparse.SUPPRESS)
     p.add_argument("--logging-folder", default=None, help=argparse.SUPPRESS)
     p.add_argument("--report", metavar="OUT.json",
@@ -336,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.num_queues_per_dim < 1:
             raise InputError(None, "--num-queues-per-dim", "must be >= 1")
-        if args.rendezvous_protocol not in (None, "0", "false", "False"):
-            raise InputError(None, "--rendezvous-protocol", "the rendezvous protocol is not supported")
+        flag = str(args.rendezvous_protocol).lower()
+        if flag not in ("0", "false", "1", "true"):
+            raise InputError(None, "--rendezvous-protocol", f"expected true or false, got {args.rendezvous_protocol!r}")
+        rendezvous = flag in ("1", "true")
         _check_limits(args)
         if args.plot:
             from system.plot import require_matplotlib
@@ -351,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             backend=args.backend, comm_groups=comm_groups, remote_memory=args.remote_memory,
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
             max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
+            rendezvous=rendezvous,
             progress=ProgressBar.for_terminal(args.quiet),
         )
         _write_results(args, result)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 NATIVE_TAG_OFFSET = 0
 COLLECTIVE_TAG_OFFSET = 500_000_000
+RENDEZVOUS_TAG_OFFSET = 1_000_000_000
+RENDEZVOUS_BYTES = 8192
 _UNLIMITED = 100_000_000  # ASTRA-sim's hard-coded active_first_phase / max_running
 
 
@@ -39,7 +41,8 @@ class Sys:
     """One NPU's system layer. Time is integer ns (cycles at 1 GHz)."""
 
     def __init__(self, npu_id: int, backend: NetworkBackend, config: SystemConfig,
-                 queues_per_dim: list[int] | None = None, custom_loader: Any = None) -> None:
+                 queues_per_dim: list[int] | None = None, custom_loader: Any = None,
+                 rendezvous: bool = False) -> None:
         self.id = npu_id
         self.backend = backend
         self.config = config
@@ -70,6 +73,11 @@ class Sys:
         self._batches: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
         self.custom_loader = custom_loader
         self.bytes_reduced = 0
+        self.rendezvous = rendezvous
+        if rendezvous:
+            self._net_send = self._rendezvous_send  # type: ignore[method-assign]
+            self._net_recv = self._rendezvous_recv  # type: ignore[method-assign]
+            self.collective_send_recv = self._collective_send_recv_via_net  # type: ignore[method-assign]
 
     # -- events ---------------------------------------------------------------------------
     def register_event(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
@@ -119,13 +127,40 @@ class Sys:
         self.backend.send(self.id, dst, size, tag, _noop)
         self.backend.recv(self.id, src, size, tag, self._on_collective_packet, stream)
 
+    def _collective_send_recv_via_net(self, stream: StreamBaseline, dst: int, src: int, size: int) -> None:
+        self.collective_send(stream, dst, size)
+        self.collective_recv(stream, src, size)
+
     def collective_send(self, stream: StreamBaseline, dst: int, size: int) -> None:
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
-        self.backend.send(self.id, dst, size, tag, _noop)
+        self._net_send(dst, size, tag, _noop)
 
     def collective_recv(self, stream: StreamBaseline, src: int, size: int) -> None:
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
-        self.backend.recv(self.id, src, size, tag, self._on_collective_packet, stream)
+        self._net_recv(src, size, tag, self._on_collective_packet, stream)
+
+    def _net_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
+        self.backend.send(self.id, dst, size, tag, callback, *args)
+
+    def _net_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
+        self.backend.recv(self.id, src, size, tag, callback, *args)
+
+    # ASTRA-sim's --rendezvous-protocol (Sys::rendezvous_sim_send/recv): the receiver first sends
+    # an 8192-byte request to the sender; its arrival posts the real receive (the request's send
+    # callback) and then releases the real send (the sender's receive callback), in that order.
+    def _rendezvous_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
+        self.backend.recv(self.id, dst, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG_OFFSET,
+                          self._rendezvous_release_send, dst, size, tag, callback, args)
+
+    def _rendezvous_release_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], args: tuple) -> None:
+        self.backend.send(self.id, dst, size, tag, callback, *args)
+
+    def _rendezvous_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
+        self.backend.send(self.id, src, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG_OFFSET,
+                          self._rendezvous_post_recv, src, size, tag, callback, args)
+
+    def _rendezvous_post_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], args: tuple) -> None:
+        self.backend.recv(self.id, src, size, tag, callback, *args)
 
     @staticmethod
     def _on_collective_packet(stream: StreamBaseline) -> None:
@@ -133,11 +168,11 @@ class Sys:
 
     def native_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
         tag = tag % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + NATIVE_TAG_OFFSET
-        self.backend.send(self.id, dst, size, tag, callback, *args)
+        self._net_send(dst, size, tag, callback, *args)
 
     def native_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
         tag = tag % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + NATIVE_TAG_OFFSET
-        self.backend.recv(self.id, src, size, tag, callback, *args)
+        self._net_recv(src, size, tag, callback, *args)
 
     # -- collectives ----------------------------------------------------------------------
     def get_logical_topology(self, com_type: ComType) -> LogicalTopology:
