@@ -272,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queues (virtual networks) per dimension, as ASTRA-sim's flag (default 1)")
     p.add_argument("--injection-scale", type=float, default=1.0, help="multiplies endpoint-delay (ASTRA-sim flag)")
     p.add_argument("--comm-scale", type=float, default=1.0, help=argparse.SUPPRESS)
+    p.add_argument("--compute-scale", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--rendezvous-protocol", nargs="?", const="true", default="false", metavar="BOOL",
                    help="every message is preceded by an 8192-byte request from the receiver (ASTRA-sim's flag)")
     p.add_argument("--logging-configuration", default=None, help=argparse.SUPPRESS)
