@@ -46,10 +46,6 @@ class AllToAll(Ring):
         self._sender_index = (own - self._step) % n
 
     # -- events ---------------------------------------------------------------------------
-    def run_stream_init(self) -> None:
-        for _ in range(self.parallel_reduce):
-            self.insert_packet()
-
     def run_general(self) -> None:
         self.free_packets += 1
         if self.com_type is ComType.ALL_REDUCE and self.stream_count <= self.middle_point:
@@ -64,21 +60,11 @@ class AllToAll(Ring):
 
     # -- packets --------------------------------------------------------------------------
     def insert_packet(self) -> None:
-        if self.zero_latency_packets == 0 and self.non_zero_latency_packets == 0:
-            self.zero_latency_packets = self.parallel_reduce
-            # AllToAll::get_non_zero_latency_packets: one round of the window, except on
-            # communicator-group rings (RingTopology::Dimension::Local)
-            rounds = self.nodes_in_ring - 1 if self.topology.local else 1
-            self.non_zero_latency_packets = self.parallel_reduce * rounds
-            self.toggle = not self.toggle
+        # AllToAll::get_non_zero_latency_packets: one round of the window, except on
+        # communicator-group rings (RingTopology::Dimension::Local)
+        rounds = self.nodes_in_ring - 1 if self.topology.local else 1
+        processed = self._take_packet(self.parallel_reduce * rounds)
         self.pending.append((self.curr_receiver, self.curr_sender))
-        if self.zero_latency_packets > 0:
-            self.zero_latency_packets -= 1
-            processed = False
-        else:
-            self.non_zero_latency_packets -= 1
-            processed = self.com_type is ComType.REDUCE_SCATTER or (
-                self.com_type is ComType.ALL_REDUCE and self.toggle)
         self.sys.mem_bus_transfer(self.stream, self.fast, processed, self.msg_size)
         self._next_peers()
 
@@ -101,11 +87,5 @@ class AllToAll(Ring):
             return False
         dst, src = self.pending.popleft()
         self.sys.collective_send_recv(self.stream, dst, src, self.msg_size)
-        if self.remained_packets_per_message > 0:
-            self.remained_packets_per_message -= 1
-        if self.remained_packets_per_message == 0 and self.stream_count > 0:
-            self.stream_count -= 1
-            if self.stream_count > 0:
-                self.remained_packets_per_message = 1
-        self.free_packets -= 1
+        self._message_sent()
         return True

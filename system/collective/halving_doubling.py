@@ -20,25 +20,20 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from system.collective.algorithm import Algorithm, ComType
+from system.collective.algorithm import ComType
+from system.collective.packet_algorithm import PacketAlgorithm
 from system.errors import UnsupportedFeatureError
 from system.logical_topology import RingTopology
 
 
-class HalvingDoubling(Algorithm):
+class HalvingDoubling(PacketAlgorithm):
     """Halving-doubling on one ring dimension (ASTRA-sim: HalvingDoubling). Sizes in bytes."""
 
-    __slots__ = ("topology", "nodes_in_ring", "curr_receiver", "curr_sender", "parallel_reduce",
-                 "stream_count", "msg_size", "rank_offset", "offset_multiplier", "toggle",
-                 "zero_latency_packets", "non_zero_latency_packets", "pending", "free_packets",
-                 "remained_packets_per_message", "fast", "total_packets_received")
+    __slots__ = ("rank_offset", "offset_multiplier", "pending")
 
     def __init__(self, com_type: ComType, npu_id: int, topology: RingTopology, data_size: int) -> None:
-        super().__init__(com_type, npu_id, data_size)
-        self.topology = topology
-        n = self.nodes_in_ring = topology.nodes_in_ring
-        self.parallel_reduce = 1
-        self.fast = topology.local
+        super().__init__(com_type, npu_id, topology, data_size)
+        n = self.nodes_in_ring
         log_n = math.log2(n)
         self.stream_count = int(2 * log_n) if com_type is ComType.ALL_REDUCE else int(log_n)
         if com_type is ComType.ALL_REDUCE:
@@ -56,15 +51,8 @@ class HalvingDoubling(Algorithm):
         else:  # ASTRA-sim exits here too
             raise UnsupportedFeatureError(
                 None, "halvingDoubling", f"implements all-reduce, reduce-scatter and all-gather, not {com_type.config_name}")
-        self.toggle = False
-        self.zero_latency_packets = 0
-        self.non_zero_latency_packets = 0
         self.pending: deque[tuple[int, int]] = deque()  # (partner, size) per packet not yet sent
-        self.free_packets = 0
-        self.remained_packets_per_message = 1
-        self.total_packets_received = 0
         self._check_pairing()
-        self.curr_receiver = self.curr_sender = npu_id
         self._find_partner()
 
     def _check_pairing(self) -> None:
@@ -95,34 +83,10 @@ class HalvingDoubling(Algorithm):
         index = _partner_index(self.topology.index_in_ring, self.rank_offset, self.nodes_in_ring)
         self.curr_receiver = self.curr_sender = self.topology.member_at(index)
 
-    # -- events ---------------------------------------------------------------------------
-    def run_stream_init(self) -> None:
-        for _ in range(self.parallel_reduce):
-            self.insert_packet()
-
-    def run_general(self) -> None:
-        self.free_packets += 1
-        self.ready()
-        self.iteratable()
-
-    def on_packet_received(self) -> None:
-        self.total_packets_received += 1
-        self.insert_packet()
-
     # -- packets --------------------------------------------------------------------------
     def insert_packet(self) -> None:
-        if self.zero_latency_packets == 0 and self.non_zero_latency_packets == 0:
-            self.zero_latency_packets = self.parallel_reduce
-            self.non_zero_latency_packets = int(math.log2(self.nodes_in_ring) - 1 * self.parallel_reduce)
-            self.toggle = not self.toggle
+        processed = self._take_packet(int(math.log2(self.nodes_in_ring) - 1 * self.parallel_reduce))
         self.pending.append((self.curr_receiver, self.msg_size))
-        if self.zero_latency_packets > 0:
-            self.zero_latency_packets -= 1
-            processed = False
-        else:
-            self.non_zero_latency_packets -= 1
-            processed = self.com_type is ComType.REDUCE_SCATTER or (
-                self.com_type is ComType.ALL_REDUCE and self.toggle)
         self.sys.mem_bus_transfer(self.stream, self.fast, processed, self.msg_size)
         self._next_step()
 
@@ -142,19 +106,7 @@ class HalvingDoubling(Algorithm):
             return False
         partner, size = self.pending.popleft()
         self.sys.collective_send_recv(self.stream, partner, partner, size)
-        if self.remained_packets_per_message > 0:
-            self.remained_packets_per_message -= 1
-        if self.remained_packets_per_message == 0 and self.stream_count > 0:
-            self.stream_count -= 1
-            if self.stream_count > 0:
-                self.remained_packets_per_message = 1
-        self.free_packets -= 1
-        return True
-
-    def iteratable(self) -> bool:
-        if self.stream_count == 0 and self.free_packets == self.parallel_reduce:
-            self.exit()
-            return False
+        self._message_sent()
         return True
 
 
