@@ -115,7 +115,8 @@ def read_et(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
 def write_et(
     path: str | os.PathLike, metadata: pb.GlobalMetadata, nodes: Iterable[pb.Node]
 ) -> None:
-    """Write atomically: a reader never sees a half-written file."""
+    """Write atomically: a reader never sees a half-written file. (network.files.atomic_open does
+    the same for the other outputs; chakra_proto is a leaf and imports nothing of ours.)"""
     p = Path(path)
     data = encode_et_bytes(metadata, nodes)
     p.parent.mkdir(parents=True, exist_ok=True)

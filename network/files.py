@@ -6,11 +6,12 @@ InputError subclass with the file and the line, so every reader reports them the
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterator
 
 import yaml
 
@@ -64,15 +65,17 @@ def load_structured(path: str | os.PathLike, error: type[InputError], fmt: str =
     return parse_yaml(text, p, error)
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write to a temporary file beside ``path``, then rename it over ``path``: an interrupted
-    run leaves the old file or none, never half a file that looks complete."""
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` for writing and rename it over ``path`` when the
+    block ends without error: an interrupted run leaves the old file or none, never half a
+    file that looks complete."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        with (os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")) as f:
+            yield f
         mask = os.umask(0o022)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600; an output is an ordinary file
@@ -83,4 +86,10 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
         except OSError:
             pass
         raise
-    return p
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (see atomic_open)."""
+    with atomic_open(path, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)

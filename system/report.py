@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
-from pathlib import Path
 from typing import Any, Iterable
 
 from chakra_proto import et_def_pb2 as pb
+from network.files import atomic_open
 
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
@@ -291,27 +290,9 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,
     return "\n".join(lines)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_json_atomic(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:
-    """Write to a temporary file, then rename: an interrupted run never leaves half a report.
-    ``indent=None`` writes one line with json's default separators (``"rank": 0``)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=indent)
-            f.write("\n")
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a report is an ordinary file
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write JSON atomically (temporary file, then rename): an interrupted run never leaves half
+    a report. ``indent=None`` writes one line with json's default separators (``"rank": 0``)."""
+    with atomic_open(path, "w") as f:
+        json.dump(data, f, indent=indent)
+        f.write("\n")
