@@ -30,9 +30,9 @@ def read_text(path: str | os.PathLike, error: type[InputError]) -> str:
         raise error(p, "", f"cannot read as UTF-8 text ({e})") from None
 
 
-def parse_json(text: str, path: str | os.PathLike, error: type[InputError]) -> Any:
+def parse_json(text: str, path: str | os.PathLike, error: type[InputError], **json_options: Any) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, **json_options)
     except json.JSONDecodeError as e:
         raise error(path, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
     except (RecursionError, ValueError) as e:  # [[[[... thousands deep, or a 5,000-digit integer

@@ -258,13 +258,13 @@ def _bad_input(capsys, argv: list[str], *needles: str) -> str:
 def test_malformed_profiler_json_exits_2(tmp_path: Path, capsys) -> None:
     et, kineto = _write_pair(tmp_path / "in", SYNTHETIC_ET, SYNTHETIC_KINETO)
     kineto.write_text(kineto.read_text()[:-40])
-    _bad_input(capsys, _convert(tmp_path, et, kineto), str(kineto), "malformed JSON", "line 1")
+    _bad_input(capsys, _convert(tmp_path, et, kineto), str(kineto), "not valid JSON", "line 1")
 
 
 def test_malformed_execution_trace_json_exits_2(tmp_path: Path, capsys) -> None:
     et, kineto = _write_pair(tmp_path / "in", SYNTHETIC_ET, SYNTHETIC_KINETO)
     et.write_text('{"schema": "1.0.1", "nodes": [,]}')
-    _bad_input(capsys, _convert(tmp_path, et, kineto), str(et), "malformed JSON")
+    _bad_input(capsys, _convert(tmp_path, et, kineto), str(et), "not valid JSON")
 
 
 def test_profiler_trace_without_kernels_exits_2(tmp_path: Path, capsys) -> None:
@@ -294,7 +294,7 @@ def test_pair_from_different_steps_exits_2(vgg_pair, tmp_path: Path, capsys) -> 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys) -> None:
     _bad_input(capsys, _convert(tmp_path, tmp_path / "nope.json", tmp_path / "none.json"), "nope.json",
-               "no such file")
+               "file not found")
 
 
 def test_convert_runs_without_torch_and_bad_input_has_no_traceback(vgg_pair, tmp_path: Path) -> None:

@@ -17,13 +17,13 @@ Both are read into the same :class:`EtNode`.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from network.files import parse_json, read_text
 from workload.collect.errors import ProfilerTraceError
 
 #: RecordScope::USER_SCOPE: record_function annotations such as
@@ -122,20 +122,8 @@ def load_execution_trace(path: str | os.PathLike) -> ExecutionTrace:
     return trace
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise ProfilerTraceError(path, "", "no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ProfilerTraceError(path, f"line {exc.lineno} column {exc.colno}",
-                                 f"malformed JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfilerTraceError(path, "", f"cannot read: {exc}") from None
-    except (RecursionError, ValueError) as exc:  # [[[[... thousands deep, or a 5,000-digit integer
-        raise ProfilerTraceError(path, "", "unusable JSON: "
-                                 + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc))) from None
+def _read_json(path: Path, **json_options: Any) -> Any:
+    return parse_json(read_text(path, ProfilerTraceError), path, ProfilerTraceError, **json_options)
 
 
 def _flat_node(raw: dict) -> EtNode:

@@ -19,7 +19,6 @@ no precision is lost on microsecond timestamps of 16 digits.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from workload.collect.errors import ProfilerTraceError
+from workload.collect.execution_trace import _read_json
 
 _CPU_OP_CATS = frozenset({"cpu_op", "operator"})
 
@@ -102,19 +102,7 @@ def load_profiler_trace(path: str | os.PathLike, *, need_kernels: bool = True) -
 
 
 def _read_events(path: Path) -> list:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f, parse_float=Decimal)
-    except FileNotFoundError:
-        raise ProfilerTraceError(path, "", "no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ProfilerTraceError(path, f"line {exc.lineno} column {exc.colno}",
-                                 f"malformed JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfilerTraceError(path, "", f"cannot read: {exc}") from None
-    except (RecursionError, ValueError) as exc:  # [[[[... thousands deep, or a 5,000-digit integer
-        raise ProfilerTraceError(path, "", "unusable JSON: "
-                                 + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc))) from None
+    doc = _read_json(path, parse_float=Decimal)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise ProfilerTraceError(path, "top level", "expected a JSON object with a 'traceEvents' list "
                                  "(a torch.profiler Chrome trace)")
