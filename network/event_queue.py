@@ -31,9 +31,6 @@ class EventQueue:
     def schedule(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
         heapq.heappush(self._heap, (self.now + delay_ns, next(self._seq), callback, args))
 
-    def schedule_at(self, time_ns: int, callback: Callable[..., None], *args: object) -> None:
-        heapq.heappush(self._heap, (time_ns, next(self._seq), callback, args))
-
     def __len__(self) -> int:
         return len(self._heap)
 
@@ -76,8 +73,8 @@ class EventQueue:
                     f"event budget of {limit} events exhausted at simulated time {self.now} ns "
                     f"with {len(heap)} events still queued (raise --max-events)"
                 )
-            # every 64 events: a budget must hold even when single events are slow (a wide graph
-            # can make each cost milliseconds); a clock read per 64 events costs nothing measurable
+            # every 64 events: a budget must hold even when single events are slow (generating
+            # a large collective is one event); a clock read per 64 events costs nothing measurable
             if deadline is not None and not (n & 0x3F) and _time.monotonic() > deadline:
                 self.events_processed = n
                 raise SimulationLimitError(

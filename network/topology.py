@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from network.units import bw_gb_s_to_bytes_per_ns
+from network.units import bw_gb_s_to_bytes_per_ns, message_delay_ns
 
 
 class TopologyKind(enum.Enum):
@@ -97,7 +97,7 @@ class Topology:
         hops × latency + size / bw, truncated once, in the lowest differing dimension."""
         dim, a, b = self.local_pair(src, dst)
         d = self.dims[dim]
-        return int(d.hops(a, b) * d.latency_ns + size_bytes / self._bytes_per_ns[dim])
+        return message_delay_ns(d.hops(a, b), d.latency_ns, size_bytes, self._bytes_per_ns[dim])
 
     def describe(self) -> str:
         return " x ".join(

@@ -360,10 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=ProgressBar.for_terminal(args.quiet),
         )
         _write_results(args, result)
-    except InputError as e:
-        print(f"error: {e}", file=_sys.stderr)
-        return ExitCode.BAD_INPUT
-    except SimulationLimitError as e:
+    except (InputError, SimulationLimitError) as e:
         print(f"error: {e}", file=_sys.stderr)
         return ExitCode.BAD_INPUT
     except Deadlock as e:

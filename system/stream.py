@@ -53,8 +53,7 @@ class StreamBaseline:
     Sizes in bytes (ASTRA-sim: StreamBaseline / BaseStream)."""
 
     __slots__ = ("owner", "dataset", "stream_id", "phases_to_go", "priority", "steps_finished",
-                 "current_queue_id", "current_com_type", "my_current_phase", "initialized",
-                 "last_init", "creation_time", "initial_data_size", "__weakref__")
+                 "current_queue_id", "current_com_type", "my_current_phase", "initialized")
 
     def __init__(self, owner: "Sys", dataset: DataSet, stream_id: int,
                  phases: list[CollectivePhase], priority: int) -> None:
@@ -68,16 +67,12 @@ class StreamBaseline:
         self.current_com_type = None
         self.my_current_phase: CollectivePhase | None = None
         self.initialized = False
-        self.last_init = 0
-        self.creation_time = owner.now()
-        self.initial_data_size = phases[0].initial_data_size
         for ph in phases:
             ph.algorithm.init(self)
 
     def init(self) -> None:
         """Start the current phase's algorithm (ASTRA-sim: StreamBaseline::init)."""
         self.initialized = True
-        self.last_init = self.owner.now()
         phase = self.my_current_phase
         if not phase.enabled:
             return

@@ -9,7 +9,7 @@ which stream a queue starts first.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from network.api import NetworkBackend
 from system.collective.algorithm import Algorithm, ComType
@@ -22,9 +22,6 @@ from system.logical_topology import Direction, LogicalTopology
 from system.queue_levels import QueueLevels
 from system.scheduler_unit import SchedulerUnit
 from system.stream import CollectivePhase, DataSet, StreamBaseline
-
-if TYPE_CHECKING:
-    pass
 
 NATIVE_TAG_OFFSET = 0
 COLLECTIVE_TAG_OFFSET = 500_000_000
@@ -72,7 +69,6 @@ class Sys:
         self._logical_topologies: dict[ComType, LogicalTopology] = {}
         self._batches: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
         self.custom_loader = custom_loader
-        self.bytes_reduced = 0
         self.rendezvous = rendezvous
         if rendezvous:
             self._net_send = self._rendezvous_send  # type: ignore[method-assign]
@@ -115,7 +111,6 @@ class Sys:
                 )
             # write + read + read, each truncated (PacketBundle::call)
             delay = 3 * int(size / self.local_mem_bw * 1e9)
-            self.bytes_reduced += size
             self.register_event(delay, self._bundle_arrived, stream, False, size)
             return
         stream.my_current_phase.algorithm.run_general()
