@@ -298,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[str, str | None]:
+def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
+                     net: NetworkConfig) -> tuple[str, str | None]:
     """One-step form: a TrioSim trace folder as --workload is converted first (issue 4)."""
     import tempfile
 
@@ -310,7 +311,7 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser) 
                              "layout flags apply only when --workload is a TrioSim trace folder "
                              "(tensor.csv + trace.csv)")
         return args.workload, args.comm_groups
-    npus = NetworkConfig.from_file(args.network).topology.npus_count
+    npus = net.topology.npus_count
     ranks = layout["dp"] * layout["tp"] * layout["pp"]
     if ranks not in (1, npus):
         raise InputError(None, "--dp/--tp/--pp",
@@ -350,9 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             require_matplotlib()  # before the run, not after it
         from system.progress import ProgressBar
 
-        workload, comm_groups = _prepare_triosim(args, parser)
+        net = NetworkConfig.from_file(args.network)
+        workload, comm_groups = _prepare_triosim(args, parser, net)
         result = run_simulation(
-            workload, args.network, args.system,
+            workload, net, args.system,
             backend=args.backend, comm_groups=comm_groups, remote_memory=args.remote_memory,
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
             max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
