@@ -1,0 +1,222 @@
+"""One simulation run: the backend, one Sys and one Workload per rank, the clock.
+
+``run_simulation`` is the in-process entry point for tests, scripts and sweeps; the command line
+around it is system/main.py. With main.py this is the composition root, the one place that imports
+every layer (design.md).
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from network.analytical.symmetric import SymmetricUnawareBackend
+from network.config import NetworkConfig
+from network.errors import SimulationLimitError
+from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
+from system.comm_group import CommunicatorGroup, load_comm_groups
+from system.config import SystemConfig
+from system.remote_memory import load_remote_memory
+from system.symmetry import is_symmetric
+from system.sys import Sys
+from workload.consistency import check_collectives_agree
+from workload.graph import load_graph
+from workload.loader import load_workload_graphs
+from workload.workload import Workload
+
+
+class Deadlock(Exception):
+    """The event queue emptied while ranks still had work: a result, not a hang (exit 3)."""
+
+    def __init__(self, time_ns: int, per_rank: dict[int, list[str]], unmatched: list[str],
+                 files: dict[int, str] | None = None) -> None:
+        self.time_ns = time_ns
+        self.per_rank = per_rank
+        self.unmatched = unmatched
+        self.files = files or {}  # rank → its ET file, named in the report
+        super().__init__(self.report())
+
+    def report(self, max_ranks: int = 16) -> str:
+        if self.per_rank:
+            lines = [f"stuck: the event queue emptied at {self.time_ns} ns with work left on "
+                     f"{len(self.per_rank)} rank(s):"]
+        else:  # every node finished, but a send found no receive: the ranks disagree on messages
+            lines = [f"stuck: every rank finished by {self.time_ns} ns but {len(self.unmatched)} message(s) "
+                     "never paired with a receive (a send without a matching receive: same peer, tag and size):"]
+        for i, (rank, items) in enumerate(sorted(self.per_rank.items())):
+            if i >= max_ranks:
+                lines.append(f"  ... and {len(self.per_rank) - max_ranks} more rank(s)")
+                break
+            lines.append(f"  rank {rank}: {self.files[rank]}" if rank in self.files else f"  rank {rank}:")
+            lines.extend(f"    {s}" for s in items)
+        if self.unmatched:
+            lines.append("  unmatched messages:")
+            lines.extend(f"    {s}" for s in self.unmatched[:16])
+            if len(self.unmatched) > 16:
+                lines.append(f"    ... {len(self.unmatched) - 16} more")
+        return "\n".join(lines)
+
+
+@dataclass
+class SimulationResult:
+    backend: str
+    npus_count: int
+    finish_ns: list[int]
+    workloads: list[Any]
+    systems: list[Sys]
+    network_stats: dict[str, Any]
+    wall_s: float
+    events: int
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def end_ns(self) -> int:
+        return max(self.finish_ns) if self.finish_ns else 0
+
+
+def run_simulation(
+    workload: str | os.PathLike,
+    network: NetworkConfig | str | os.PathLike,
+    system: SystemConfig | str | os.PathLike | None = None,
+    *,
+    backend: str | None = None,
+    comm_groups: str | os.PathLike | None = None,
+    remote_memory: str | os.PathLike | None = None,
+    num_queues_per_dim: int = 1,
+    injection_scale: float = 1.0,
+    max_events: int | None = None,
+    max_wall_s: float | None = None,
+    progress: Any = None,
+    symmetry: bool = True,
+    rendezvous: bool = False,
+) -> SimulationResult:
+    t0 = time.perf_counter()
+    net = network if isinstance(network, NetworkConfig) else NetworkConfig.from_file(network)
+    if system is None:
+        sys_cfg = SystemConfig.default()
+    elif isinstance(system, SystemConfig):
+        sys_cfg = system
+    else:
+        sys_cfg = SystemConfig.from_file(system, injection_scale)
+    if sys_cfg.track_local_mem:
+        # ASTRA-sim throws inside an event callback when nodes lack inputs/outputs and then exits 0
+        # without finishing (semantics §9.2); memory tracking does not change timing, so we run on.
+        warnings.warn(
+            f"{sys_cfg.path}: track-local-mem is set but local memory usage is not tracked by this "
+            "simulator; timing is unaffected and the run continues", stacklevel=2,
+        )
+    name = canonical_name(backend or net.backend or DEFAULT_BACKEND)
+    npus = net.topology.npus_count
+    graphs = load_workload_graphs(workload, npus)
+    _check_wall(t0, max_wall_s, "reading the workload")
+    groups_spec: dict[int, list[int]] = {}
+    if comm_groups is None:
+        auto = Path(f"{workload}.comm_groups.json")  # written by our TrioSim converter
+        stg = Path(f"{workload}.json")  # written beside its ETs by ASTRA-sim's Symbolic Tensor Graph
+        if auto.is_file():
+            comm_groups = auto
+        elif stg.is_file() and any(g.has_communicator_groups for g in {id(g): g for g in graphs}.values()):
+            warnings.warn(f"using {stg} as the communicator-group configuration (pass "
+                          "--comm-group-configuration to choose another)", stacklevel=2)
+            comm_groups = stg
+    # ASTRA-sim's "no groups" value is the word "empty"; any file that exists is read, whatever its name
+    no_groups = comm_groups is not None and Path(comm_groups).name in ("empty", "empty.json") \
+        and not Path(comm_groups).is_file()
+    if comm_groups is not None and not no_groups:
+        groups_spec = load_comm_groups(comm_groups, npus)
+    remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
+    if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
+        check_collectives_agree(graphs, groups_spec)
+    representative = (symmetry and not rendezvous and not groups_spec and remote is None
+                      and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
+    if representative:
+        # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
+        net_backend = SymmetricUnawareBackend(net, max_events=max_events, wall_limit_s=max_wall_s)
+        ranks = [0]
+    else:
+        net_backend = backend_class(name)(net, max_events=max_events, wall_limit_s=max_wall_s)
+        ranks = list(range(npus))
+    queues = [num_queues_per_dim] * net.topology.dims_count
+    systems: list[Sys] = []
+    workloads: list[Workload] = []
+    custom_loader = _custom_loader_factory()
+    for r in ranks:
+        s = Sys(r, net_backend, sys_cfg, queues, custom_loader, rendezvous=rendezvous)
+        groups = {gid: CommunicatorGroup(gid, members, s) for gid, members in groups_spec.items() if r in members}
+        if remote is not None:
+            remote.attach(s)
+        w = Workload(s, graphs[r], groups, remote)
+        systems.append(s)
+        workloads.append(w)
+        _check_wall(t0, max_wall_s, f"setting up rank {r} of {len(ranks)}")
+    for w in workloads:
+        w.fire()
+        _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
+    if progress is not None:
+        progress.start(net_backend)
+    try:
+        net_backend.run()
+    finally:
+        if progress is not None:
+            progress.stop()
+    stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
+    unmatched = net_backend.unmatched()
+    if stuck or unmatched:  # a send nobody received is no success either
+        raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
+    stats = net_backend.stats()
+    if representative:
+        workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
+    return SimulationResult(
+        backend=name,
+        npus_count=npus,
+        finish_ns=[w.finish_time for w in workloads],
+        workloads=workloads,
+        systems=systems,
+        network_stats=stats,
+        wall_s=time.perf_counter() - t0,
+        events=int(stats.get("events", 0)),
+        inputs={
+            "workload": str(workload),
+            "network": net.path,
+            "system": sys_cfg.path,
+            "backend": name,
+            "topology": net.topology.describe(),
+            "comm_groups": None if comm_groups is None else str(comm_groups),
+            "symmetric_fast_path": representative,
+        },
+    )
+
+
+def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:
+    """The wall-time budget also bounds the setup (the event loop checks it on its own)."""
+    if max_wall_s is not None and time.perf_counter() - t0 > max_wall_s:
+        raise SimulationLimitError(f"wall-time budget of {max_wall_s:g} s exhausted while {doing} "
+                                   "(raise --max-wall-seconds)")
+
+
+class RankView:
+    """Another rank's view of the representative rank's workload in a symmetric run."""
+
+    __slots__ = ("_w", "rank")
+
+    def __init__(self, workload: Any, rank: int) -> None:
+        self._w = workload
+        self.rank = rank
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._w, name)
+
+
+def _custom_loader_factory():
+    cache: dict[tuple[str, int], Any] = {}
+
+    def load(prefix: str, rank: int):
+        key = (prefix, rank)
+        if key not in cache:
+            cache[key] = load_graph(f"{prefix}.{rank}.et")
+        return cache[key]
+
+    return load
