@@ -1,0 +1,214 @@
+"""``python -m network.calibrate`` / ``dtsim-calibrate``: fit a network and system config to nccl-tests tables.
+
+    python -m network.calibrate --nccl-tests all_reduce_8gpu.txt --npus 8 -o my_node
+    python -m network.calibrate --nccl-tests ar16.txt --npus 16 -o my_cluster --validate ar8.txt ag16.txt
+
+writes ``PREFIX.yml`` (network) and ``PREFIX.json`` (system), which ``python -m system.main`` reads
+unchanged, and prints the fitted values and, per size, measured against simulated time.
+``main(argv)`` returns the exit code: 0 done, 1 internal error, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+from calibrate.fit import DEFAULT_KNOBS, SEARCH_KNOBS, Point, fit_points, simulate_points
+from calibrate.simulate import Simulator
+from network.calibrate.model import SIMULATED_COLLECTIVES
+from network.calibrate.nccl_tests import NcclTable, NcclTestsError, read_nccl_tests
+from network.calibrate.params import MachineParams
+from network.calibrate.report import Comparison, format_comparison, format_overall, format_size
+from network.errors import InputError, SimulationLimitError
+from network.files import write_atomic
+from network.registry import canonical_name, known_backends
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+          "mb": 1 << 20, "g": 1 << 30, "gib": 1 << 30, "gb": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """nccl-tests' size syntax: 1M = 2^20 bytes, 8G = 2^33 (its -b/-e flags use powers of 1024)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"expected a size such as 1048576, 1M or 8G, got {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m network.calibrate",
+        description="Fit a network (per-level bandwidth and latency) and system knobs (endpoint delay, chunking, "
+                    "local-mem-bw) to measured nccl-tests tables by running the simulator, write PREFIX.yml and "
+                    "PREFIX.json, and print measured against simulated times.",
+        epilog="Exit codes: 0 done (also when --validate tables disagree: the numbers are the result), "
+               "1 internal error, 2 bad input.")
+    p.add_argument("--nccl-tests", nargs="+", required=True, metavar="FILE",
+                   help="stdout of all_reduce_perf (or all_gather_perf, reduce_scatter_perf, alltoall_perf) "
+                        "measured on the machine to fit")
+    p.add_argument("--npus", type=int, required=True, metavar="N", help="GPUs the tables were measured on")
+    p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="write PREFIX.yml and PREFIX.json")
+    p.add_argument("--nodes", type=int, default=None, metavar="K",
+                   help="nodes the N GPUs span (default: the distinct hosts on the tables' '#  Rank' lines, else 1); "
+                        "K > 1 fits a two-level network, inside and between nodes")
+    p.add_argument("--backend", default="congestion-aware", metavar="NAME",
+                   help=f"backend the fit simulates and writes into PREFIX.yml: {', '.join(known_backends())} "
+                        "(default congestion-aware)")
+    p.add_argument("--min-bytes", type=parse_size, default=1 << 20, metavar="SIZE",
+                   help="smallest size fitted and compared (default 1M: below it NCCL switches to its "
+                        "low-latency protocols, which a bandwidth-and-latency model does not follow)")
+    p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE", help="largest size fitted")
+    p.add_argument("--validate", nargs="+", default=[], metavar="FILE[:N]",
+                   help="predict these tables with the fitted files (only the GPU count changes: N, or the "
+                        "table's '#  Rank' lines) and print the same comparison")
+    p.add_argument("--search-knobs", action="store_true",
+                   help="also try more chunks and chunks in flight (slower; see docs/calibration.md)")
+    p.add_argument("--plot", metavar="OUT.png", help="plot measured and simulated times over sizes (matplotlib)")
+    p.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except SimulationLimitError as exc:
+        print(f"error: a simulation ran out of budget: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug in us: one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+def console_main() -> None:
+    sys.exit(main())
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.npus < 2:
+        raise InputError(None, "--npus", f"expected at least 2 GPUs, got {args.npus}")
+    backend = canonical_name(args.backend)
+    tables = [t for f in args.nccl_tests for t in read_nccl_tests(f)]
+    nodes = _nodes(tables, args)
+    points, fit_tables = [], []
+    for t in tables:
+        _check_table(t, args.npus)
+        rows = _rows_in_range(t, args)
+        fit_tables.append((t, rows))
+        points += [Point(t.collective, args.npus, nodes, r.size_bytes, r.time_us) for r in rows]
+    validate = [_validate_table(v, args) for v in args.validate]
+    t0 = time.perf_counter()
+    with Simulator() as sim:
+        result = fit_points(points, args.npus, nodes, backend, sim, SEARCH_KNOBS if args.search_knobs else DEFAULT_KNOBS)
+        params = result.params
+        comparisons = [_compare(params, t, rows, args.npus, nodes, sim, fitted=True) for t, rows in fit_tables]
+        for t, rows, n, k in validate:
+            comparisons.append(_compare(params, t, rows, n, k, sim, fitted=False))
+        runs = sim.runs
+    wall = time.perf_counter() - t0
+    shape = f"{nodes} nodes x {args.npus // nodes}" if nodes > 1 else "1 node"
+    sources = ", ".join(Path(f).name for f in args.nccl_tests)
+    print(f"fitted {len(points)} sizes ({format_size(min(p.size_bytes for p in points))} to "
+          f"{format_size(max(p.size_bytes for p in points))}) of {sources} on {args.npus} NPUs ({shape}); "
+          f"backend {backend}; {runs} simulations in {wall:.1f} s")
+    for line in params.describe():
+        print(f"  {line}")
+    yml, js = _write(args.output, params, comparisons, sources)
+    print(f"wrote {yml} and {js}")
+    for c in comparisons:
+        print()
+        print("\n".join(format_comparison(c)))
+    print()
+    print(format_overall(comparisons))
+    if args.plot:
+        from calibrate.plot import plot_comparisons
+        plot_comparisons(comparisons, args.plot)
+        print(f"plot: {args.plot}")
+    return 0
+
+
+def _nodes(tables: list[NcclTable], args: argparse.Namespace) -> int:
+    if args.nodes is not None:
+        nodes = args.nodes
+        where, path = "--nodes", None
+    else:
+        seen = {t.nodes for t in tables if t.nodes and t.ranks == args.npus}
+        if len(seen) > 1:
+            raise InputError(tables[0].path, "'#  Rank' lines", f"the tables span different node counts {sorted(seen)}")
+        nodes = seen.pop() if seen else 1
+        where, path = "'#  Rank' lines (hosts)", tables[0].path
+    if nodes < 1 or args.npus % nodes or (nodes > 1 and args.npus // nodes < 2):
+        raise InputError(path, where, f"{nodes} node(s) cannot hold {args.npus} GPUs evenly with at least 2 per node")
+    return nodes
+
+
+def _check_table(t: NcclTable, npus: int) -> None:
+    if t.collective not in SIMULATED_COLLECTIVES:
+        raise NcclTestsError(t.path, f"line {t.header_line}",
+                             f"a {t.collective} table cannot be fitted: the simulator runs "
+                             f"{', '.join(SIMULATED_COLLECTIVES)} as collectives")
+    if t.ranks is not None and t.ranks != npus:
+        raise NcclTestsError(t.path, "'#  Rank' lines",
+                             f"the table was measured on {t.ranks} ranks but --npus is {npus}; fit tables of one "
+                             "GPU count together, and predict the others with --validate")
+
+
+def _rows_in_range(t: NcclTable, args: argparse.Namespace):
+    rows = [r for r in t.rows if r.size_bytes >= args.min_bytes and (args.max_bytes is None or r.size_bytes <= args.max_bytes)]
+    if len(rows) < 2:
+        raise NcclTestsError(t.path, f"line {t.header_line}",
+                             f"{len(rows)} size(s) lie between --min-bytes {args.min_bytes} and --max-bytes "
+                             f"{args.max_bytes or 'unlimited'}; a fit needs at least 2")
+    return rows
+
+
+def _validate_table(spec: str, args: argparse.Namespace):
+    path, npus = spec, None
+    m = re.fullmatch(r"(.+):(\d+)", spec)
+    if m and not Path(spec).exists():
+        path, npus = m.group(1), int(m.group(2))
+    tables = read_nccl_tests(path, npus=npus)
+    t = tables[0]
+    n = t.npus
+    if n is None:
+        raise NcclTestsError(path, "", "the table has no '#  Rank' lines; give its GPU count as FILE:N")
+    if t.collective not in SIMULATED_COLLECTIVES:
+        raise NcclTestsError(path, f"line {t.header_line}", f"a {t.collective} table cannot be simulated")
+    nodes = t.nodes if t.nodes and t.ranks == n else 1
+    return t, _rows_in_range(t, args), n, nodes
+
+
+def _compare(params: MachineParams, t: NcclTable, rows, npus: int, nodes: int, sim: Simulator, fitted: bool) -> Comparison:
+    if nodes > 1 and len(params.levels) == 1:
+        raise NcclTestsError(t.path, "'#  Rank' lines", f"the table spans {nodes} nodes but the fit has one level "
+                             "(inside a node); fit a multi-node table to predict multi-node ones")
+    points = [Point(t.collective, npus, nodes, r.size_bytes, r.time_us) for r in rows]
+    sim_us = simulate_points(params, points, sim)
+    return Comparison(t.name(), t.collective, npus, nodes, tuple(p.size_bytes for p in points),
+                      tuple(p.measured_us for p in points), tuple(sim_us), fitted)
+
+
+def _write(prefix: str, params: MachineParams, comparisons: list[Comparison], sources: str) -> tuple[Path, Path]:
+    import json
+    base = Path(prefix)
+    if base.suffix in (".yml", ".yaml", ".json"):
+        base = base.with_suffix("")
+    yml, js = Path(f"{base}.yml"), Path(f"{base}.json")
+    fit_lines = [f"#   {c.name}: {c.summary.line()}" for c in comparisons if c.fitted]
+    header = ["# Network fitted by python -m network.calibrate to measured nccl-tests tables:", *fit_lines,
+              "# Change npus_count to predict another GPU count; the system file beside it holds the knobs."]
+    body = yaml.safe_dump(params.network_dict(f"fitted to {sources}"), sort_keys=False, default_flow_style=None)
+    write_atomic(yml, "\n".join(header) + "\n" + body)
+    write_atomic(js, json.dumps(params.system_dict(), indent=2) + "\n")
+    return yml, js
