@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validate", nargs="+", default=[], metavar="FILE[:N]",
                    help="predict these tables with the fitted files (only the GPU count changes: N, or the "
                         "table's '#  Rank' lines) and print the same comparison")
+    p.add_argument("--topology", choices=("Switch", "Ring", "FullyConnected"), default="Switch",
+                   help="topology of every level (default Switch: NVSwitch inside a node, the NICs' switch between)")
     p.add_argument("--search-knobs", action="store_true",
                    help="also try more chunks and chunks in flight (slower; see docs/calibration.md)")
     p.add_argument("--plot", metavar="OUT.png", help="plot measured and simulated times over sizes (matplotlib)")
@@ -110,7 +113,8 @@ def _run(args: argparse.Namespace) -> int:
     validate = [_validate_table(v, args) for v in args.validate]
     t0 = time.perf_counter()
     with Simulator() as sim:
-        result = fit_points(points, args.npus, nodes, backend, sim, SEARCH_KNOBS if args.search_knobs else DEFAULT_KNOBS)
+        knobs = [replace(k, topology=args.topology) for k in (SEARCH_KNOBS if args.search_knobs else DEFAULT_KNOBS)]
+        result = fit_points(points, args.npus, nodes, backend, sim, knobs)
         params = result.params
         comparisons = [_compare(params, t, rows, args.npus, nodes, sim, fitted=True) for t, rows in fit_tables]
         for t, rows, n, k in validate:
@@ -124,6 +128,9 @@ def _run(args: argparse.Namespace) -> int:
           f"backend {backend}; {runs} simulations in {wall:.1f} s")
     for line in params.describe():
         print(f"  {line}")
+    if backend == "congestion-aware" and args.topology == "Switch" and params.active_chunks == 1:
+        print("  (a congestion-aware Switch stores and forwards: a chunk crosses the up-link, then the down-link, "
+              "so with one chunk in flight a link's bandwidth is about twice the bus bandwidth it delivers)")
     yml, js = _write(args.output, params, comparisons, sources)
     print(f"wrote {yml} and {js}")
     for c in comparisons:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Sequence
 from pathlib import Path
 
 from network.errors import InputError
@@ -115,7 +116,7 @@ def parse_nccl_tests(text: str, path: str | os.PathLike, npus: int | None = None
             ranks[int(m.group(1))] = m.group(2)
             continue
         if _COLUMN_HEADER.search(raw):
-            if current:
+            if current is not None:
                 tables.append(_finish(current, path, tool, ranks, header_line, npus, min_rows, unit_us))
             current, header_line, unit_us = [], no, None
             continue
@@ -132,7 +133,7 @@ def parse_nccl_tests(text: str, path: str | os.PathLike, npus: int | None = None
             continue  # interleaved log lines (NCCL INFO ...)
         row = _parse_row(stripped, no, path)
         current.append(row)
-    if current:
+    if current is not None:
         tables.append(_finish(current, path, tool, ranks, header_line, npus, min_rows, unit_us))
     if not tables:
         where = "line 1" if lines else ""
@@ -169,7 +170,7 @@ def _finish(rows: list[Row], path, tool: str | None, ranks: dict[int, str], head
             npus: int | None, min_rows: int, unit_us: float | None) -> NcclTable:
     if len(rows) < min_rows:
         raise NcclTestsError(
-            path, f"line {rows[0].line}",
+            path, f"line {rows[0].line if rows else header_line}",
             f"the table has {len(rows)} row(s); a fit needs at least {min_rows} message sizes (run the test "
             "with -b/-e spanning several sizes, e.g. -b 1M -e 1G -f 2)")
     for prev, row in zip(rows, rows[1:]):
@@ -218,3 +219,31 @@ def _collective_from_columns(row: Row, ranks: int | None) -> str:
     if width and ranks and row.count * width * ranks == row.size_bytes:
         return "REDUCE_SCATTER" if row.redop != "none" else "ALL_GATHER"
     return "ALL_REDUCE"
+
+
+def format_nccl_tests(sizes_bytes: Sequence[int], times_us: Sequence[float], ranks: int, tool: str = "all_reduce_perf",
+                      hosts: int = 1, note: str = "", device: str = "GPU") -> str:
+    """A table in nccl-tests' stdout layout (float sum, out-of-place times; in-place N/A), for tests
+    and for synthesised tables; ``read_nccl_tests`` reads it back."""
+    coll = TOOLS[tool]
+    per_host = max(1, ranks // hosts)
+    out = [f"# {note}" if note else "#", f"# Collective test starting: {tool}",
+           f"# nThread 1 nGpus 1 minBytes {sizes_bytes[0]} maxBytes {sizes_bytes[-1]} step: 2(factor) "
+           "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    out += [f"#  Rank {r:3d} Group  0 Pid {1000 + r:5d} on {'node' + str(r // per_host):>10} device {r % per_host:2d} "
+            f"[0x{r % per_host:02x}] {device}" for r in range(ranks)]
+    out += ["#",
+            "#                                                              out-of-place                       in-place          ",
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    factor = {"ALL_REDUCE": 2 * (ranks - 1) / ranks, "ALL_GATHER": (ranks - 1) / ranks,
+              "REDUCE_SCATTER": (ranks - 1) / ranks, "ALL_TO_ALL": (ranks - 1) / ranks}.get(coll, 1.0)
+    gathers = coll in ("ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
+    redop = "none" if coll in ("ALL_GATHER", "ALL_TO_ALL") else "sum"
+    for size, t in zip(sizes_bytes, times_us):
+        count = size // 4 // (ranks if gathers else 1)
+        algbw = size / t / 1e3
+        out.append(f"{size:12d}  {count:12d}     float  {redop:>6}      -1  {t:8.2f}  {algbw:6.2f}  {algbw * factor:6.2f}"
+                   "      0      N/A     N/A     N/A    N/A")
+    out += ["# Out of bounds values : 0 OK", "#"]
+    return "\n".join(out) + "\n"
