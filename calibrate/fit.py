@@ -49,10 +49,10 @@ class Knobs:
 
 
 #: chunking settings tried: NCCL pipelines a message in several chunks with a few in flight
-DEFAULT_KNOBS = (Knobs(1, 1, 4.0),)
+DEFAULT_KNOBS = (Knobs(1, 1, 16.0),)
 #: --search-knobs: more chunks, and chunks in flight; on single-collective tables these tie with
 #: or lose to one chunk (docs/calibration.md), but a user's own tables may say otherwise
-SEARCH_KNOBS = DEFAULT_KNOBS + (Knobs(4, 1, 4.0), Knobs(4, 2, 4.0), Knobs(8, 4, 4.0))
+SEARCH_KNOBS = DEFAULT_KNOBS + (Knobs(4, 1, 16.0), Knobs(4, 2, 16.0), Knobs(8, 4, 16.0))
 
 
 @dataclass
@@ -64,12 +64,14 @@ class FitResult:
 
 
 def build(x: np.ndarray, levels: int, knobs: Knobs, npus: int, nodes: int, backend: str) -> MachineParams:
+    """Parameters from the search vector: log of (bw0, lat0[, bw1, lat1][, reduction ratio])."""
     bw0, lat0 = math.exp(x[0]), math.exp(x[1])
+    ratio = math.exp(min(x[2 * levels], math.log(256.0))) if len(x) > 2 * levels else knobs.reduction_ratio
     lv = [Level(npus // nodes if levels > 1 else npus, bw0, lat0, knobs.topology)]
     if levels > 1:
         lv.append(Level(nodes, math.exp(x[2]), math.exp(x[3]), knobs.topology))
     return MachineParams(tuple(lv), max(1, round(2 * lat0)), knobs.splits, knobs.active_chunks,
-                         knobs.reduction_ratio * bw0 * 2 ** 30 / 1e9, backend)
+                         ratio * bw0 * 2 ** 30 / 1e9, backend)
 
 
 class Fitter:
@@ -78,6 +80,11 @@ class Fitter:
         self.npus, self.nodes, self.backend, self.sim = npus, nodes, backend, sim
         self.levels = 2 if nodes > 1 else 1
         self.measured = np.array([p.measured_us for p in self.points])
+        # the reduction's cost separates all-reduce and reduce-scatter from all-gather: with one kind
+        # of table it only trades against the link bandwidth, so it is fitted only when both are given
+        kinds = {p.collective for p in self.points}
+        self.fit_reduction = bool(kinds & {"ALL_REDUCE", "REDUCE_SCATTER"}) and bool(kinds - {"ALL_REDUCE", "REDUCE_SCATTER"}) \
+            or kinds >= {"ALL_REDUCE", "REDUCE_SCATTER"}
 
     def machine(self, x: np.ndarray, knobs: Knobs) -> MachineParams:
         return build(x, self.levels, knobs, self.npus, self.nodes, self.backend)
@@ -95,10 +102,10 @@ class Fitter:
                                     [p.measured_us for p in same], rounds)
         # a step's fixed cost = endpoint delay + two switch hops = 4 × latency (see the module doc)
         lat = max(step_ns / 4, 0.5)
-        if self.levels == 1:
-            return np.log([bw, lat])
-        # across nodes the fit's bottleneck: start the outer level at 1/nodes of the busbw per GPU
-        return np.log([4 * bw, lat / 4, bw, lat * 4])
+        x = [bw, lat] if self.levels == 1 else [4 * bw, lat / 4, bw, lat * 4]  # between nodes: slower, later
+        if self.fit_reduction:
+            x.append(knobs.reduction_ratio)
+        return np.log(x)
 
     def refine(self, knobs: Knobs, rounds: int = 5) -> tuple[np.ndarray, float]:
         x = self.start(knobs)
