@@ -84,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (| head): nothing left to say
+        sys.stdout = None  # type: ignore[assignment]
+        return 0
     except SimulationLimitError as exc:
         print(f"error: a simulation ran out of budget: {exc}", file=sys.stderr)
         return 2
@@ -190,6 +193,8 @@ def _validate_table(spec: str, args: argparse.Namespace):
     n = t.npus
     if n is None:
         raise NcclTestsError(path, "", "the table has no '#  Rank' lines; give its GPU count as FILE:N")
+    if n < 2:
+        raise NcclTestsError(path, "", f"the table was measured on {n} GPU; a collective needs at least 2")
     if t.collective not in SIMULATED_COLLECTIVES:
         raise NcclTestsError(path, f"line {t.header_line}", f"a {t.collective} table cannot be simulated")
     nodes = t.nodes if t.nodes and t.ranks == n else 1
