@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="smallest size fitted and compared (default 1M: below it NCCL switches to its "
                         "low-latency protocols, which a bandwidth-and-latency model does not follow)")
     p.add_argument("--max-bytes", type=parse_size, default=None, metavar="SIZE", help="largest size fitted")
+    p.add_argument("--in-place", action="store_true",
+                   help="fit and compare the in-place times (default out-of-place; either falls back to the other where N/A)")
     p.add_argument("--validate", nargs="+", default=[], metavar="FILE[:N]",
                    help="predict these tables with the fitted files (only the GPU count changes: N, or the "
                         "table's '#  Rank' lines) and print the same comparison")
@@ -112,16 +114,16 @@ def _run(args: argparse.Namespace) -> int:
         _check_table(t, args.npus)
         rows = _rows_in_range(t, args)
         fit_tables.append((t, rows))
-        points += [Point(t.collective, args.npus, nodes, r.size_bytes, r.time_us) for r in rows]
+        points += [Point(t.collective, args.npus, nodes, r.size_bytes, _time(r, args)) for r in rows]
     validate = [_validate_table(v, args) for v in args.validate]
     t0 = time.perf_counter()
     with Simulator() as sim:
         knobs = [replace(k, topology=args.topology) for k in (SEARCH_KNOBS if args.search_knobs else DEFAULT_KNOBS)]
         result = fit_points(points, args.npus, nodes, backend, sim, knobs)
         params = result.params
-        comparisons = [_compare(params, t, rows, args.npus, nodes, sim, fitted=True) for t, rows in fit_tables]
+        comparisons = [_compare(params, t, rows, args.npus, nodes, sim, True, args) for t, rows in fit_tables]
         for t, rows, n, k in validate:
-            comparisons.append(_compare(params, t, rows, n, k, sim, fitted=False))
+            comparisons.append(_compare(params, t, rows, n, k, sim, False, args))
         runs = sim.runs
     wall = time.perf_counter() - t0
     shape = f"{nodes} nodes x {args.npus // nodes}" if nodes > 1 else "1 node"
@@ -201,11 +203,18 @@ def _validate_table(spec: str, args: argparse.Namespace):
     return t, _rows_in_range(t, args), n, nodes
 
 
-def _compare(params: MachineParams, t: NcclTable, rows, npus: int, nodes: int, sim: Simulator, fitted: bool) -> Comparison:
+def _time(row, args: argparse.Namespace) -> float:
+    if args.in_place and row.in_place_us is not None:
+        return row.in_place_us
+    return row.time_us
+
+
+def _compare(params: MachineParams, t: NcclTable, rows, npus: int, nodes: int, sim: Simulator, fitted: bool,
+             args: argparse.Namespace) -> Comparison:
     if nodes > 1 and len(params.levels) == 1:
         raise NcclTestsError(t.path, "'#  Rank' lines", f"the table spans {nodes} nodes but the fit has one level "
                              "(inside a node); fit a multi-node table to predict multi-node ones")
-    points = [Point(t.collective, npus, nodes, r.size_bytes, r.time_us) for r in rows]
+    points = [Point(t.collective, npus, nodes, r.size_bytes, _time(r, args)) for r in rows]
     sim_us = simulate_points(params, points, sim)
     return Comparison(t.name(), t.collective, npus, nodes, tuple(p.size_bytes for p in points),
                       tuple(p.measured_us for p in points), tuple(sim_us), fitted)

@@ -114,3 +114,11 @@ def test_reducing_and_plain_tables_together_fix_the_reduction_cost(tmp_path: Pat
                  "--validate", files["reduce_scatter_perf"]]) == 0
     out = capsys.readouterr().out
     assert "REDUCE_SCATTER on 4 NPUs" in out and geomeans(out)["reduce_scatter_perf.txt"] <= 5.0
+
+
+def test_in_place_column_is_used_when_asked(tmp_path: Path, capsys) -> None:
+    p = Path(__file__).parent / "data" / "nccl_tests_4gpu_all_reduce.txt"
+    assert main(["--nccl-tests", str(p), "--npus", "4", "-o", str(tmp_path / "ip"), "--in-place",
+                 "--backend", "congestion-unaware"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"1 MiB\s+19\.87\s", out) and "20.11" not in out
