@@ -15,13 +15,13 @@ from network.extras import install_hint
 def check_file(flag: str, path: str | os.PathLike, suffixes: tuple[str, ...], what: str) -> None:
     """``path`` can be created or replaced, and its name ends in one of ``suffixes`` (".json")."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(p, flag, f"cannot write: is a folder; {flag} takes a file name ending in {suffixes[0]}")
     suffix = p.suffix.lower()
     if suffix not in suffixes:
         shown = f"'{p.suffix}'" if p.suffix else "no suffix"
         raise InputError(None, flag, f"{p} has {shown}; {flag} writes {what}: give a file name ending in "
                          + ", ".join(suffixes))
-    if p.is_dir():
-        raise InputError(p, flag, f"cannot write: is a folder; {flag} takes a file name")
     _check_creatable(flag, p)
 
 
