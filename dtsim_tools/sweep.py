@@ -192,7 +192,7 @@ def _is_number(v: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python scripts/sweep.py", description=__doc__.splitlines()[0],
+        prog="dtsim-sweep", description=__doc__.splitlines()[0],
         epilog="Exit codes: 0 every point ran, 1 internal error, 2 bad grid/flags/missing extra (nothing ran), "
                "4 the sweep finished but some points failed (their rows say why), 130 interrupted.")
     p.add_argument("--grid", required=True, metavar="G.yaml", help="the sweep grid (docs/sweeps.md)")
