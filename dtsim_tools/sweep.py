@@ -31,7 +31,7 @@ from dtsim_tools.sweep_grid import Grid, Point, format_value, load_grid
 from dtsim_tools.sweep_point import RESULT_COLUMNS, run_point
 from network.errors import InputError
 from network.extras import install_hint
-from system.outputs import check_file, check_plot
+from system.outputs import check_file, check_folder, check_plot
 
 NUMERIC_COLUMNS = ("npus", "end_cycles", "mean_rank_cycles", "max_rank_cycles", "min_rank_cycles",
                    "compute_cycles_mean", "exposed_comm_cycles_mean", "exposed_comm_cycles_max", "events",
@@ -223,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         _check_plot(grid, args.plot)
         if args.out:
             check_file("--out", args.out, (".csv",), "one CSV row per point")
+        if args.work_dir and not args.scheduler:  # with a scheduler it is a path on the workers
+            check_folder("--work-dir", args.work_dir)
         if args.dry_run:
             write_csv([{"point": p.index, **p.params} for p in grid.points], grid, sys.stdout, columns=())
             return ExitCode.OK

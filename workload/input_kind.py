@@ -7,7 +7,9 @@ checks look at the file's name and first bytes only, so they cost nothing on the
 """
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 
 TRIOSIM_FILES = ("tensor.csv", "trace.csv")
@@ -31,7 +33,10 @@ def describe_file(path: Path) -> str | None:
     try:
         with open(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
-    except OSError:
+        if head.startswith(b"\x1f\x8b"):  # profilers often write trace.json.gz
+            with gzip.open(path, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):
         return None
     text = head.decode("utf-8", errors="replace")
     csv_kind = _triosim_csv_kind(path, text)
@@ -87,7 +92,7 @@ def _triosim_csv_kind(path: Path, text: str) -> str | None:
 
 def _top_keys(path: Path, stripped: str) -> str:
     """' with keys a, b, c' for a small JSON object, to help tell a config from a trace."""
-    if not stripped.startswith("{"):
+    if not stripped.startswith("{") or path.suffix == ".gz":
         return ""
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.stat().st_size <= _HEAD_BYTES else None
