@@ -45,6 +45,7 @@ def check_prefix(flag: str, path: str | os.PathLike) -> None:
 def plot_suffixes() -> tuple[str, ...]:
     """The image formats matplotlib writes here (png, pdf, svg, ...); needs the plot extra."""
     try:
+        import matplotlib  # noqa: F401 -- first: a cached submodule would hide a missing package
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         raise InputError(None, "--plot", "needs matplotlib, which is not installed: "
