@@ -1,7 +1,7 @@
 """Network configuration: ASTRA-sim's analytical YAML keys, parsed once into a frozen object.
 
 Keys (each a list with one entry per dimension, or a scalar for a 1-D network):
-``topology`` (Ring | FullyConnected | Switch), ``npus_count`` (> 1), ``bandwidth`` (GB/s, > 0),
+``topology`` (Ring | FullyConnected | Switch), ``npus_count`` (>= 1), ``bandwidth`` (GB/s, > 0),
 ``latency`` (ns, >= 0). Our additions: ``backend`` (a registered backend name) and ``ns3``
 (a mapping of ns-3 knobs, read by the ns-3 backend).
 """
@@ -94,9 +94,9 @@ def _dimension(path: Any, i: int, kind: Any, npus: Any, bw: Any, lat: Any) -> Di
             path, f"{where}, key 'topology'",
             f"{kind!r} is not a topology; expected Ring, FullyConnected or Switch",
         ) from None
-    if isinstance(npus, bool) or not isinstance(npus, int) or not 1 < npus <= MAX_NPUS:
+    if isinstance(npus, bool) or not isinstance(npus, int) or not 1 <= npus <= MAX_NPUS:
         raise NetworkConfigError(path, f"{where}, key 'npus_count'",
-                                 f"expected an integer from 2 to {MAX_NPUS}, got {_shown(npus)}")
+                                 f"expected an integer from 1 to {MAX_NPUS}, got {_shown(npus)}")
     # chained comparisons: NaN, infinities and 400-digit integers fail them without float overflow
     if not _is_number(bw) or not _MIN_BANDWIDTH_GB_S <= bw <= _MAX_BANDWIDTH_GB_S:
         raise NetworkConfigError(path, f"{where}, key 'bandwidth'",

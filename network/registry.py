@@ -5,11 +5,12 @@ import importlib
 from typing import Any
 
 from network.errors import NetworkConfigError
+from network.extras import install_hint
 
 _KNOWN: dict[str, tuple[str, str | None]] = {
     "congestion-unaware": ("network.analytical.unaware:CongestionUnawareBackend", None),
     "congestion-aware": ("network.analytical.aware:CongestionAwareBackend", None),
-    "ns3": ("network.ns3.backend:Ns3Backend", "pip install -e '.[ns3]'"),
+    "ns3": ("network.ns3.backend:Ns3Backend", install_hint("ns3", "'ns3==3.44.post0'")),
 }
 _ALIASES = {
     "unaware": "congestion-unaware",

@@ -16,7 +16,9 @@ from typing import Any
 from network.config import NetworkConfig
 from network.errors import InputError, SimulationLimitError
 from network.registry import known_backends
+from system import __version__
 from system.simulation import Deadlock, RankView, SimulationResult, run_simulation  # noqa: F401
+from workload.input_kind import describe_folder
 from workload.triosim import add_layout_arguments, convert_triosim, is_trace_dir, layout_from_args
 
 
@@ -80,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print only the totals (no per-rank lines, breakdown table or progress bar)")
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    p.add_argument("--version", action="version", version=f"dtsim {__version__}")
     add_layout_arguments(p)
     return p
 
@@ -92,6 +95,8 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
     layout = layout_from_args(args)
     if not is_trace_dir(args.workload):
         changed = [k for k, v in layout.items() if v != parser.get_default(k)]
+        if changed and Path(args.workload).is_dir() and describe_folder(Path(args.workload)):
+            raise InputError(args.workload, "", describe_folder(Path(args.workload)))
         if changed:
             raise InputError(None, f"--{changed[0].replace('_', '-')}",
                              "layout flags apply only when --workload is a TrioSim trace folder "
@@ -99,17 +104,28 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
         return args.workload, args.comm_groups
     npus = net.topology.npus_count
     ranks = layout["dp"] * layout["tp"] * layout["pp"]
-    if ranks not in (1, npus):
-        raise InputError(None, "--dp/--tp/--pp",
-                         f"the layout has dp×tp×pp = {ranks} ranks but the network {args.network} has {npus} NPUs")
+    if ranks != npus:
+        raise InputError(None, "--dp/--tp/--pp", _layout_hint(layout, ranks, npus, args.network))
     prefix = args.triosim_out or str(Path(tempfile.mkdtemp(prefix="dtsim-triosim-")) / "triosim")
     try:
         conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
     except OSError as e:  # reading errors are TrioSimTraceErrors already: this is the output
         raise InputError(prefix, "--triosim-out", f"cannot write ({e.strerror or e})") from None
-    # one rank: every NPU of the network replays the single-GPU trace
-    workload = str(conv.prefix) if conv.ranks > 1 else str(conv.et_path(0))
-    return workload, args.comm_groups or (str(conv.comm_groups_path) if conv.comm_groups_path else None)
+    return str(conv.prefix), args.comm_groups or (str(conv.comm_groups_path) if conv.comm_groups_path else None)
+
+
+def _layout_hint(layout: dict, ranks: int, npus: int, network: str) -> str:
+    """Which flags make the layout fit: a trace is one GPU, and the network decides how many run it."""
+    given = f"dp×tp×pp = {ranks} rank(s) (dp {layout['dp']}, tp {layout['tp']}, pp {layout['pp']})"
+    if npus == 1:
+        return (f"the layout has {given} but the network {network} has 1 NPU; drop --dp/--tp/--pp for the "
+                "single-GPU time, or pass a network with as many NPUs as the layout has ranks")
+    rest = npus // (layout["tp"] * layout["pp"]) if npus % (layout["tp"] * layout["pp"]) == 0 else None
+    example = f"--dp {rest}" + (f" --tp {layout['tp']}" if layout["tp"] > 1 else "") + \
+        (f" --pp {layout['pp']}" if layout["pp"] > 1 else "") if rest else f"--dp {npus}"
+    return (f"the layout has {given}; each flag defaults to 1, but the network {network} has {npus} NPUs; "
+            f"pass a layout whose product is {npus}, e.g. {example} (or --tp {npus}, or --pp {npus} with "
+            "--micro-batches), or a 1-NPU network for the single-GPU time")
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
@@ -131,10 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(None, "--rendezvous-protocol", f"expected true or false, got {args.rendezvous_protocol!r}")
         rendezvous = flag in ("1", "true")
         _check_limits(args)
-        if args.plot:
-            from system.plot import require_matplotlib
-
-            require_matplotlib()  # before the run, not after it
+        _check_outputs(args)  # before the run, not after it
+        _warn_ignored_flags(args)
         from system.progress import ProgressBar
 
         net = NetworkConfig.from_file(args.network)
@@ -173,6 +187,39 @@ def _check_limits(args: argparse.Namespace) -> None:
         raise InputError(None, "--max-wall-seconds", f"must be a number of seconds > 0, got {args.max_wall_seconds}")
     if not 0 <= args.injection_scale < float("inf"):
         raise InputError(None, "--injection-scale", f"must be a finite number >= 0, got {args.injection_scale}")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    from system.outputs import check_file, check_folder, check_plot, check_prefix
+
+    if args.report:
+        check_file("--report", args.report, (".json",), "the report as JSON")
+    if args.trace_out:
+        check_folder("--trace-out", args.trace_out)
+    if args.plot:
+        check_plot("--plot", args.plot)
+    if args.triosim_out:
+        check_prefix("--triosim-out", args.triosim_out)
+
+
+# ASTRA-sim parses these and does not use them (astra-sim-semantics §8); its run scripts pass them
+_IGNORED_SCALES = {"comm_scale": "--comm-scale", "compute_scale": "--compute-scale"}
+
+
+def _warn_ignored_flags(args: argparse.Namespace) -> None:
+    """One warning per ASTRA-sim flag that is accepted so its scripts run, but changes nothing."""
+    for dest, flag in _IGNORED_SCALES.items():
+        value = getattr(args, dest)
+        if value != 1:
+            warnings.warn(f"{flag} {value:g} is ignored: ASTRA-sim parses it but never applies it, and neither "
+                          "does dtsim, so the results are those of 1; scale the workload itself instead", stacklevel=2)
+    if args.logging_configuration is not None:
+        missing = "" if Path(args.logging_configuration).exists() else " (that file does not exist)"
+        warnings.warn(f"--logging-configuration {args.logging_configuration}{missing} is ignored: dtsim writes no "
+                      "ASTRA-sim log files; use --report, --trace-out or --debug", stacklevel=2)
+    if args.logging_folder is not None:
+        warnings.warn(f"--logging-folder {args.logging_folder} is ignored: dtsim writes no ASTRA-sim log folder; "
+                      "use --report or --trace-out for files", stacklevel=2)
 
 
 def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:

@@ -9,8 +9,9 @@ from typing import Any
 
 from chakra_proto import et_def_pb2 as pb
 from network.errors import InputError
+from network.extras import install_hint
 
-INSTALL_HINT = "pip install 'dtsim[plot]' (or: pip install matplotlib)"
+INSTALL_HINT = install_hint("plot", "matplotlib")
 COLORS = {"compute": "#4C72B0", "exposed comm": "#DD8452", "idle": "#C8C8C8", "comm": "#DD8452", "cpu": "#55A868"}
 _COMM = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
 

@@ -1,17 +1,14 @@
-"""scripts/compare_backends.py: one workload, several network models, side by side."""
+"""dtsim_tools/compare_backends.py (dtsim-compare): one workload, several network models, side by side."""
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
 import sys
 from pathlib import Path
 
+import pytest
+
+from dtsim_tools import compare_backends as cb
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("compare_backends", ROOT / "scripts" / "compare_backends.py")
-cb = importlib.util.module_from_spec(spec)
-sys.modules["compare_backends"] = cb
-spec.loader.exec_module(cb)
 
 
 def test_switch_congestion_shows_up(anchors: Path, tmp_path: Path, capsys) -> None:

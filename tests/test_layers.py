@@ -1,12 +1,12 @@
-"""Imports run one way: workload → system → network; chakra_proto is a leaf (design.md)."""
+"""Imports run one way: (dtsim_tools →) workload → system → network; chakra_proto is a leaf (design.md)."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"network": {"system", "workload"}, "system": {"workload"},
-             "chakra_proto": {"network", "system", "workload"}}
+FORBIDDEN = {"network": {"system", "workload", "dtsim_tools"}, "system": {"workload", "dtsim_tools"},
+             "workload": {"dtsim_tools"}, "chakra_proto": {"network", "system", "workload", "dtsim_tools"}}
 
 
 def imported_top_level_names(path: Path) -> set[str]:
@@ -24,6 +24,8 @@ def test_layers_import_one_way() -> None:
     for layer in FORBIDDEN:
         for path in (ROOT / layer).rglob("*.py"):
             if path.as_posix().endswith(("system/main.py", "system/simulation.py")):
+                bad = imported_top_level_names(path) & {"dtsim_tools"}
+                assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
                 continue  # the composition root (the CLI and the run it drives) sees everything
             bad = imported_top_level_names(path) & FORBIDDEN[layer]
             assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"

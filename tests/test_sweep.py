@@ -1,4 +1,4 @@
-"""scripts/sweep.py: a grid of configurations run in parallel (local processes or Dask), one CSV row each."""
+"""dtsim_tools/sweep.py (dtsim-sweep): a grid of configurations run in parallel (local processes or Dask), one CSV row each."""
 from __future__ import annotations
 
 import csv
@@ -12,9 +12,8 @@ import yaml
 from conftest import EXAMPLES, ROOT
 from workload.builder import GraphBuilder
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import sweep  # noqa: E402
-from sweep_point import parse_size  # noqa: E402
+from dtsim_tools import sweep
+from dtsim_tools.sweep_point import parse_size
 
 RING_4CHUNKS = str(EXAMPLES / "system" / "Ring_4chunks.json")
 TIMING = ("sim_wall_s", "wall_s")
@@ -193,7 +192,7 @@ def test_bad_yaml_and_missing_file_exit_2(tmp_path, capsys) -> None:
 def test_scheduler_without_dask_says_how_to_install(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "dask.distributed", None)
     assert sweep.main(["--grid", str(small_grid(tmp_path)), "--scheduler", "tcp://127.0.0.1:8786"]) == 2
-    assert "pip install 'dtsim[dask]'" in capsys.readouterr().err
+    assert "pip install -e '.[dask]'" in capsys.readouterr().err
 
 
 def test_example_grids(tmp_path, capsys) -> None:

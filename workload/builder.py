@@ -9,14 +9,43 @@ Used by the benchmark, the tests and anyone scripting a workload::
 """
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 from typing import Iterable
 
 from chakra_proto import et_def_pb2 as pb, write_et
-from chakra_proto.attrs import attr_bool, attr_bool_list, attr_int32, attr_int64, attr_string, attr_uint64
+from chakra_proto.attrs import int_value, attr_bool, attr_bool_list, attr_int32, attr_int64, attr_string, attr_uint64
 
 ET_VERSION = "0.0.4"  # what ASTRA-sim's examples carry (formats.md A.3)
+ASTRA_SIM_COMPATIBLE_HELP = (
+    "write only what ASTRA-sim reads: compute durations in whole microseconds (duration_micros, "
+    "rounded so that a rank's durations add up to its rounded total), no private attributes such as "
+    "duration_ns; ASTRA-sim and dtsim then give the same cycles on the files (default: exact ns)")
+PRIVATE_ATTRIBUTES = frozenset({"duration_ns"})  #: ours: ASTRA-sim ignores them, so its cycles would differ
+
+
+def add_astra_sim_compatible_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The converters' shared ``--astra-sim-compatible`` flag (dest ``astra_sim_compatible``)."""
+    parser.add_argument("--astra-sim-compatible", dest="astra_sim_compatible", action="store_true",
+                        help=ASTRA_SIM_COMPATIBLE_HELP)
+
+
+def make_astra_sim_compatible(nodes: Iterable[pb.Node]) -> None:
+    """In place: every COMP_NODE's ``duration_ns`` becomes whole ``duration_micros`` and private
+    attributes go. Microseconds are cut from the running total in node order, rounded half up, so
+    the durations add up to the rounded sum instead of losing up to 1 µs per node."""
+    exact_ns = written_us = 0
+    for n in nodes:
+        ns = next((int_value(a) for a in n.attr if a.name == "duration_ns"), None)
+        if n.type == pb.COMP_NODE:
+            exact_ns += n.duration_micros * 1000 if ns is None else ns
+            end_us = (exact_ns + 500) // 1000
+            n.duration_micros, written_us = end_us - written_us, end_us
+        kept = [a for a in n.attr if a.name not in PRIVATE_ATTRIBUTES]
+        if len(kept) != len(n.attr):
+            del n.attr[:]
+            n.attr.extend(kept)
 
 
 class GraphBuilder:
@@ -78,10 +107,15 @@ class GraphBuilder:
         n.attr.extend([attr_bool("is_cpu_op", False), attr_uint64("tensor_size", size)])
         return n.id
 
-    def write(self, prefix: str | os.PathLike, rank: int | None = None) -> Path:
+    def write(self, prefix: str | os.PathLike, rank: int | None = None, *,
+              astra_sim_compatible: bool = False) -> Path:
         """Write ``PREFIX.{rank}.et`` (or exactly ``prefix`` when rank is None)."""
         path = Path(f"{prefix}.{rank}.et") if rank is not None else Path(prefix)
-        write_et(path, pb.GlobalMetadata(version=ET_VERSION), self.nodes)
+        nodes = self.nodes
+        if astra_sim_compatible:
+            nodes = [pb.Node.FromString(n.SerializeToString()) for n in self.nodes]
+            make_astra_sim_compatible(nodes)
+        write_et(path, pb.GlobalMetadata(version=ET_VERSION), nodes)
         return path
 
 

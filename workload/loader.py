@@ -9,6 +9,7 @@ from pathlib import Path
 
 from workload.errors import WorkloadError
 from workload.graph import Graph, load_graph
+from workload.input_kind import describe_file, describe_folder
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
@@ -23,19 +24,13 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
             if m and f.is_file():
                 groups.setdefault(m["prefix"], {})[int(m["rank"])] = f
         if not groups:
-            raise WorkloadError(p, "", "folder holds no '<prefix>.<rank>.et' files")
+            raise WorkloadError(p, "", describe_folder(p) or "folder holds no '<prefix>.<rank>.et' files")
         if len(groups) > 1:
             raise WorkloadError(p, "", f"folder holds several workloads ({', '.join(sorted(groups))}); pass one prefix")
         (prefix, files), = groups.items()
         return _check_ranks(p / prefix, files, npus_count)
     if p.is_file():
-        m = _RANK_FILE.match(p.name)
-        if m and all((p.parent / f"{m['prefix']}.{r}.et").exists() for r in range(npus_count)):
-            warnings.warn(
-                f"{p}: every rank runs this one file, although {p.parent / m['prefix']}.<rank>.et exists for "
-                f"all {npus_count} ranks; pass the prefix {p.parent / m['prefix']} to give each rank its own",
-                stacklevel=2,
-            )
+        _warn_if_siblings(p, npus_count)
         return [p] * npus_count
     files: dict[int, Path] = {}
     parent = p.parent if str(p.parent) else Path(".")
@@ -48,6 +43,32 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
     if not files:
         raise WorkloadError(p, "", f"workload not found: no file {p}, no folder {p}, and no files {p}.<rank>.et")
     return _check_ranks(p, files, npus_count)
+
+
+def _warn_if_siblings(path: Path, npus_count: int) -> None:
+    """One file of a per-rank set run by every rank is almost always a mistake: say so."""
+    m = _RANK_FILE.match(path.name)
+    if m is None:
+        return
+    pat = re.compile(re.escape(m["prefix"]) + r"\.(\d+)\.et$")
+    ranks = sorted(int(m2[1]) for f in path.parent.iterdir() if (m2 := pat.match(f.name)))
+    if ranks == [int(m["rank"])]:
+        return
+    prefix = path.parent / m["prefix"]
+    if ranks == list(range(npus_count)):
+        advice = f"pass the prefix {prefix} to give each rank its own"
+    else:
+        advice = (f"{prefix}.<rank>.et exists for {len(ranks)} rank(s) ({_ranks_text(ranks)}) but the network "
+                  f"has {npus_count} NPU{'s' if npus_count != 1 else ''}, so the prefix would not fit either; pass a network with "
+                  f"{len(ranks)} NPUs and the prefix {prefix}")
+    who = "the network's one NPU runs" if npus_count == 1 else f"every one of the {npus_count} ranks runs"
+    warnings.warn(f"{path}: {who} this one file, although it is one of a per-rank set; {advice}", stacklevel=3)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"{ranks[0]}..{ranks[-1]}"
+    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
 def _check_ranks(prefix: Path, files: dict[int, Path], npus_count: int) -> list[Path]:
@@ -76,6 +97,16 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     for path in paths:
         g = cache.get(path)
         if g is None:
-            g = cache[path] = load_graph(path)
+            g = cache[path] = _load(path)
         out.append(g)
     return out
+
+
+def _load(path: Path) -> Graph:
+    try:
+        return load_graph(path)
+    except WorkloadError:
+        kind = describe_file(path) if path.is_file() else None  # only now: success costs no extra read
+        if kind is None:
+            raise
+        raise WorkloadError(path, "", kind) from None

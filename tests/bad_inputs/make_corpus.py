@@ -291,6 +291,7 @@ def network_cases() -> None:
         "not_utf8": b"topology: [Ring]\nnpus_count: [4]\n\xff\xfe\n",
         "missing_latency": "topology: [Ring]\nnpus_count: [4]\nbandwidth: [50]\n",
         "npus_one": NET.replace("[4]", "[1]"),
+        "npus_zero": NET.replace("[4]", "[0]"),
         "npus_text": NET.replace("[4]", "[four]"),
         "npus_huge": NET.replace("[4]", f"[{BIG}]"),
         "npus_product_huge": "topology: [Ring, Ring, Ring]\nnpus_count: [1024, 1024, 4]\n"

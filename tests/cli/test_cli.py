@@ -197,11 +197,12 @@ def test_receive_without_send_is_reported_stuck(example_args: list[str], tmp_pat
 def test_triosim_folder_one_step(tmp_path: Path) -> None:
     base = ["--network", str(EXAMPLES / "network" / "triosim_like.yml"),
             "--system", str(EXAMPLES / "triosim" / "triosim_like_system.json"), "--quiet"]
-    single = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", *base)
+    one_npu = ["--network", str(EXAMPLES / "network" / "Ring_1npu.yml"), *base[2:]]
+    single = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", *one_npu)
     assert single.returncode == 0, single.stderr
     assert "end 94038000 cycles" in single.stdout  # Σ Operator_cudatimenooverlap, exactly
     half = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128",
-                   "--batch-size-sim", "64", *base)
+                   "--batch-size-sim", "64", *one_npu)
     assert "end 47019000 cycles" in half.stdout
     dp = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", "--dp", "8",
                  "--triosim-out", str(tmp_path / "vgg" / "p"), *base)

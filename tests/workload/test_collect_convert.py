@@ -315,7 +315,7 @@ def test_convert_runs_without_torch_and_bad_input_has_no_traceback(vgg_pair, tmp
     collect = subprocess.run([sys.executable, "-m", "workload.collect", "--model", "workload.collect.models:mlp",
                               "--batch-size", "2", "--out", str(tmp_path / "c")],
                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert collect.returncode == 2 and "dtsim[collect]" in collect.stderr and "Traceback" not in collect.stderr
+    assert collect.returncode == 2 and "pip install -e '.[collect]'" in collect.stderr and "Traceback" not in collect.stderr
 
 
 def test_shipped_collector_output_loads_and_converts_without_torch(tmp_path: Path) -> None:

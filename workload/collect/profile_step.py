@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from network.extras import install_hint
 from workload.collect.convert import ConvertResult, convert_pair
 from workload.collect.errors import ModelSpecError, TimingTraceMismatch
 from workload.collect.spec import ModelSpec, load_model_spec
@@ -46,7 +47,7 @@ def _import_torch() -> Any:
         import torch
     except ImportError:
         raise ModelSpecError(None, "collect", "profiling needs torch, an optional extra: "
-                             "pip install 'dtsim[collect]' (torch==2.13.0); the 'convert' "
+                             f"{install_hint('collect', 'torch==2.13.0')}; the 'convert' "
                              "subcommand works without it") from None
     return torch
 

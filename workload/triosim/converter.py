@@ -60,14 +60,14 @@ def convert_triosim(
     trace_dir: str | os.PathLike, *, batch_size: int | None, batch_size_sim: int | None = None,
     dp: int = 1, tp: int = 1, pp: int = 1, micro_batches: int = 1, dp_mode: str = "sync",
     bucket_mb: float = 25.0, pp_schedule: str = "gpipe", pp_balance: str = "time",
-    scale_weights: bool = True, out_prefix: str | os.PathLike,
+    scale_weights: bool = True, astra_sim_compatible: bool = False, out_prefix: str | os.PathLike,
 ) -> ConversionResult:
     """Convert the TrioSim trace in ``trace_dir`` and write ``out_prefix.{rank}.et`` and friends.
 
     Raises TrioSimTraceError (bad CSV) or LayoutError (flags that do not fit); both are InputError.
     """
     layout = Layout(batch_size, batch_size_sim, dp, tp, pp, micro_batches, dp_mode, bucket_mb,
-                    pp_schedule, pp_balance, scale_weights)
+                    pp_schedule, pp_balance, scale_weights, astra_sim_compatible)
     return write_conversion(build_conversion(load_trace(trace_dir), layout), out_prefix)
 
 
@@ -88,8 +88,9 @@ def write_conversion(conv: Conversion, out_prefix: str | os.PathLike) -> Convers
     prefix.parent.mkdir(parents=True, exist_ok=True)
     for g in conv.graphs:
         meta = pb.GlobalMetadata(version=ET_VERSION)
-        meta.attr.extend([attr_string("generator", "dtsim workload.triosim"),
-                          attr_string("rank", str(g.rank))])
+        if not conv.layout.astra_sim_compatible:  # nothing ASTRA-sim does not read
+            meta.attr.extend([attr_string("generator", "dtsim workload.triosim"),
+                              attr_string("rank", str(g.rank))])
         write_et(prefix.parent / f"{prefix.name}.{g.rank}.et", meta, g.nodes)
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(conv.groups.to_json(), indent=1) + "\n")

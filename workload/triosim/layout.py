@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass
 
+from workload.builder import add_astra_sim_compatible_argument
 from workload.triosim.errors import LayoutError
 
 DP_MODES = ("sync", "ddp")
@@ -38,6 +39,7 @@ class Layout:
     pp_schedule: str = "gpipe"
     pp_balance: str = "time"
     scale_weights: bool = True
+    astra_sim_compatible: bool = False  #: whole-µs durations, no private attributes (builder.py)
 
     def __post_init__(self) -> None:
         for flag, v in (("--dp", self.dp), ("--tp", self.tp), ("--pp", self.pp),
@@ -146,11 +148,12 @@ def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
                    help="cut stages by operator time, or by operator count as TrioSim does (default time)")
     g.add_argument("--no-scale-weights", dest="scale_weights", action="store_false",
                    help="keep parameter and gradient sizes unscaled by bsRatio (TrioSim scales them)")
+    add_astra_sim_compatible_argument(g)
 
 
 def layout_from_args(args: argparse.Namespace) -> dict:
     """The keyword arguments of ``convert_triosim`` taken from parsed ``add_layout_arguments`` flags."""
     return {k: getattr(args, k) for k in (
         "batch_size", "batch_size_sim", "dp", "tp", "pp", "micro_batches", "dp_mode",
-        "bucket_mb", "pp_schedule", "pp_balance", "scale_weights",
+        "bucket_mb", "pp_schedule", "pp_balance", "scale_weights", "astra_sim_compatible",
     )}

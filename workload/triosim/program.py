@@ -107,7 +107,7 @@ class ProgramBuilder:
         lay = self.layout
         d, t, p = lay.coordinates(rank)
         st = self.stages[p]
-        g = RankGraph(rank)
+        g = RankGraph(rank, self.layout.astra_sim_compatible)
         tp_group = self.groups.tp_group(d, p) if lay.tp > 1 else 0
         dp_group = self.groups.dp_group(t, p) if lay.dp > 1 else 0
         bucket_nodes: list[int] = []

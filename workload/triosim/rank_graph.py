@@ -9,6 +9,8 @@ Conventions (what ASTRA-sim and our simulator read, docs/formats.md §A.4-A.5):
 * COMP_NODE carries ``duration_ns`` (uint64, exact) and ``duration_micros`` (integer µs for
   ASTRA-sim). Both are cut from the rank's *cumulative* exact compute time, rounded half up:
   duration = round(end) − round(start), so a rank's durations add up to round(Σ times) exactly.
+  ``astra_sim_compatible`` leaves ``duration_ns`` out (ASTRA-sim ignores it, so the two simulators
+  would disagree): durations are then whole µs, and a node that rounds to 0 µs is left out.
 """
 from __future__ import annotations
 
@@ -27,10 +29,12 @@ def round_half_up(x: Fraction) -> int:
 class RankGraph:
     """The nodes of one rank (ASTRA-sim: one ``PREFIX.{rank}.et``)."""
 
-    __slots__ = ("rank", "nodes", "tail", "compute_ns", "_compute_exact", "_compute_us", "counts", "_join")
+    __slots__ = ("rank", "nodes", "tail", "compute_ns", "_compute_exact", "_compute_us", "counts", "_join",
+                 "astra_sim_compatible")
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, astra_sim_compatible: bool = False) -> None:
         self.rank = rank
+        self.astra_sim_compatible = astra_sim_compatible
         self.nodes: list[pb.Node] = []
         self.tail: int | None = None  #: the last chained node
         self.compute_ns = 0  #: Σ duration_ns so far (= round of the exact sum)
@@ -57,14 +61,16 @@ class RankGraph:
         the running sum; the id returned is then the current tail.
         """
         self._compute_exact += time_ns
-        end_ns = round_half_up(self._compute_exact)
+        end_us = round_half_up(self._compute_exact / 1000)
+        end_ns = end_us * 1000 if self.astra_sim_compatible else round_half_up(self._compute_exact)
         if end_ns == self.compute_ns and self.tail is not None:
             self.counts["zero_time_skipped"] += 1
             return self.tail
         node = self._new(name, pb.COMP_NODE, None, True)
-        end_us = round_half_up(self._compute_exact / 1000)
         node.duration_micros = end_us - self._compute_us
-        node.attr.extend([attr_bool("is_cpu_op", False), attr_uint64("duration_ns", end_ns - self.compute_ns)])
+        node.attr.append(attr_bool("is_cpu_op", False))
+        if not self.astra_sim_compatible:
+            node.attr.append(attr_uint64("duration_ns", end_ns - self.compute_ns))
         self.compute_ns, self._compute_us = end_ns, end_us
         self.counts["comp"] += 1
         return node.id

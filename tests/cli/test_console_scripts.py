@@ -1,0 +1,86 @@
+"""What ``pip install`` puts on the PATH (issue 14, item 7): dtsim-sweep / -compare / -bench, --version,
+and tools that fail loudly (non-zero) when part of their answer is missing."""
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import system
+from conftest import EXAMPLES, ROOT, run_cli
+from dtsim_tools import bench, compare_backends, sweep
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+EXAMPLE = ["--workload", str(EXAMPLES / "workload" / "all_reduce_8npus_1MB" / "all_reduce"),
+           "--network", str(EXAMPLES / "network" / "Ring_8npus.yml")]
+
+
+@pytest.mark.parametrize("name", ["dtsim", "dtsim-convert", "dtsim-collect", "dtsim-sweep", "dtsim-compare",
+                                  "dtsim-bench"])
+def test_every_console_script_names_an_installed_function(name: str) -> None:
+    module, func = PYPROJECT["project"]["scripts"][name].split(":")
+    top = module.split(".")[0]
+    assert any(top == pattern.rstrip("*") for pattern in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"])
+    assert callable(getattr(importlib.import_module(module), func))
+
+
+def test_version_from_both_entry_points() -> None:
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "system.__version__"}
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"dtsim {system.__version__}"
+    assert system.__version__.count(".") >= 2
+
+
+@pytest.mark.parametrize("script", ["sweep.py", "compare_backends.py", "bench.py"])
+def test_checkout_wrappers_run_the_installed_code(script: str) -> None:
+    env = {**os.environ, "PYTHONPATH": ""}  # the wrapper finds the checkout by itself
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--help"], capture_output=True,
+                       text=True, env=env, cwd="/", timeout=60)
+    assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
+
+
+def test_compare_fails_when_a_backend_gives_no_answer(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(compare_backends, "installed", lambda name: name != "ns3")
+    code = compare_backends.main([*EXAMPLE, "--backends", "congestion-unaware", "ns3"])
+    out, err = capsys.readouterr()
+    assert code == compare_backends.ExitCode.BACKENDS_FAILED != 0
+    assert "not installed" in out and "pip install -e '.[ns3]'" in out and "ns3" in err
+
+
+def test_compare_by_default_runs_what_is_installed(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(compare_backends, "installed", lambda name: name != "ns3")
+    assert compare_backends.main(EXAMPLE) == 0
+    assert "congestion-aware" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, says", [(["--backends", "quantum"], "unknown backend 'quantum'"),
+                                         (["--json", "rows.csv"], "ending in .json"),
+                                         (["--plot", "end.txt"], "'.txt'")])
+def test_compare_bad_input_is_exit_2_before_running(tmp_path: Path, capsys, extra, says) -> None:
+    pytest.importorskip("matplotlib")
+    extra = [str(tmp_path / a) if a.endswith((".csv", ".txt")) else a for a in extra]
+    assert compare_backends.main([*EXAMPLE, *extra]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and says in err
+
+
+def test_sweep_checks_its_outputs_before_running(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    grid = str(EXAMPLES / "sweep" / "bandwidth_splits.yaml")
+    assert sweep.main(["--grid", grid, "--out", str(tmp_path / "rows.txt"), "-q"]) == sweep.ExitCode.BAD_INPUT
+    assert "ending in .csv" in capsys.readouterr().err
+    assert sweep.main(["--grid", grid, "--plot", str(tmp_path / "p.doc"), "-q"]) == sweep.ExitCode.BAD_INPUT
+    assert "'.doc'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_checks_its_inputs_and_outputs_before_running(tmp_path: Path, capsys) -> None:
+    assert bench.main(["--cases", "ring64", "--json", str(tmp_path / "rows.txt")]) == 2
+    assert "ending in .json" in capsys.readouterr().err
+    assert bench.main(["--cases", "vgg13-dp64", "--examples", str(tmp_path)]) == 2
+    assert "--examples" in capsys.readouterr().err
