@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from calibrate.cli import main as calibrate_main  # noqa: E402
+from dtsim_tools.calibrate.cli import main as calibrate_main  # noqa: E402
 from network.calibrate.nccl_tests import format_nccl_tests, read_nccl_tests  # noqa: E402
 
 #: NCCL tuning.cc (v2.18) ring constants, µs: (base latency, NVLink latency per step)

@@ -1,7 +1,7 @@
 """``python -m network.calibrate``: the calibrator's command line.
 
 The fit runs the simulator (system/ and workload/), which network/ must never import. The driver
-therefore lives above the layers, in the top-level ``calibrate`` package (a composition root like
+therefore lives above the layers, in ``dtsim_tools.calibrate`` (a composition root like
 system/main.py); this entry module only hands over to it at run time, so that the pinned command
 name works while network/ itself keeps importing nothing upward.
 """
@@ -12,7 +12,7 @@ import sys
 
 
 def main() -> None:
-    sys.exit(importlib.import_module("calibrate.cli").main())
+    sys.exit(importlib.import_module("dtsim_tools.calibrate.cli").main())
 
 
 if __name__ == "__main__":

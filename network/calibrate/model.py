@@ -4,7 +4,7 @@ NCCL's ring moves ``factor(N) × size`` bytes through every GPU's link (``factor
 busbw factor: 2(N−1)/N for all-reduce, (N−1)/N for the gathers and scatters) in ``steps(N)``
 dependent steps, so a measured table is close to ``T(S) = α + β·S`` over the sizes where one
 protocol runs: β gives the bus bandwidth, α / steps the per-step latency. The simulator is then
-asked to reproduce the table (``calibrate.fit``); this only gives it a place to start.
+asked to reproduce the table (``dtsim_tools.calibrate.fit``); this only gives it a place to start.
 """
 from __future__ import annotations
 

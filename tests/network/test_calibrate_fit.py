@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from calibrate.cli import main
+from dtsim_tools.calibrate.cli import main
 from network.calibrate.nccl_tests import format_nccl_tests
 
 ROOT = Path(__file__).resolve().parents[2]

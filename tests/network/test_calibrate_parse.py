@@ -65,7 +65,7 @@ def test_bad_tables_name_the_file_and_line(tmp_path: Path, text: str, line: str,
 
 
 def test_bad_input_exits_2_with_one_paragraph(tmp_path: Path, capsys) -> None:
-    from calibrate.cli import main
+    from dtsim_tools.calibrate.cli import main
     p = tmp_path / "notes.txt"
     p.write_text("just some notes\n")
     assert main(["--nccl-tests", str(p), "--npus", "8", "-o", str(tmp_path / "out")]) == 2

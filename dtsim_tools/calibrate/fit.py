@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from calibrate.simulate import Simulator
+from dtsim_tools.calibrate.simulate import Simulator
 from network.calibrate.metrics import mean_abs_log
 from network.calibrate.model import initial_guess, nelder_mead
 from network.calibrate.params import Level, MachineParams

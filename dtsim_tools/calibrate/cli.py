@@ -20,8 +20,8 @@ from typing import Sequence
 
 import yaml
 
-from calibrate.fit import DEFAULT_KNOBS, SEARCH_KNOBS, Point, fit_points, simulate_points
-from calibrate.simulate import Simulator
+from dtsim_tools.calibrate.fit import DEFAULT_KNOBS, SEARCH_KNOBS, Point, fit_points, simulate_points
+from dtsim_tools.calibrate.simulate import Simulator
 from network.calibrate.model import SIMULATED_COLLECTIVES
 from network.calibrate.nccl_tests import NcclTable, NcclTestsError, read_nccl_tests
 from network.calibrate.params import MachineParams
@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
     print()
     print(format_overall(comparisons))
     if args.plot:
-        from calibrate.plot import plot_comparisons
+        from dtsim_tools.calibrate.plot import plot_comparisons
         plot_comparisons(comparisons, args.plot)
         print(f"plot: {args.plot}")
     return 0
