@@ -115,11 +115,8 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
     }
 
 
-def rank_breakdowns(result: Any) -> list[dict[str, Any]]:
-    """Every rank's figures (the receives and collectives paired across ranks first)."""
-    symmetric = bool(result.inputs.get("symmetric_fast_path"))
-    begun = communication_starts(result.workloads, symmetric)
-    return [rank_breakdown(w, b) for w, b in zip(result.workloads, begun)]
+def _communication_starts(result: Any) -> list[dict[int, int]]:
+    return communication_starts(result.workloads, bool(result.inputs.get("symmetric_fast_path")))
 
 
 # -- collectives ---------------------------------------------------------------------------------
@@ -148,15 +145,19 @@ def collective_group_size(workload: Any, node: Any) -> int:
     return math.prod(d for i, d in enumerate(dims) if involved is None or i >= len(involved) or involved[i])
 
 
-def collective_records(workload: Any) -> list[dict[str, Any]]:
-    """One entry per collective this rank ran, in completion order."""
+def collective_records(workload: Any, comm_starts: dict[int, int] | None = None) -> list[dict[str, Any]]:
+    """One entry per collective this rank ran, in completion order. ``wait_cycles`` is the time
+    from its issue until its last member entered (``comm_starts``); the bandwidths are those of
+    the rest, as nccl-tests measures collectives that all ranks enter together."""
     nodes = workload.graph.nodes
+    begun = comm_starts or {}
     out = []
     for c in workload.collectives:
         node = nodes[c["node"]]
         n = collective_group_size(workload, node)
         duration = c["end"] - c["start"]
-        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration)
+        wait = begun.get(c["node"], c["start"]) - c["start"]
+        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration - wait)
         out.append({
             "rank": workload.rank,
             "node": c["node"],
@@ -169,6 +170,7 @@ def collective_records(workload: Any) -> list[dict[str, Any]]:
             "start_cycles": c["start"],
             "end_cycles": c["end"],
             "duration_cycles": duration,
+            "wait_cycles": wait,
             "algbw_bytes": data,
             "algbw_gb_s": algbw,
             "busbw_gb_s": busbw,
@@ -184,11 +186,13 @@ def summarise_collectives(records: list[dict[str, Any]]) -> list[dict[str, Any]]
     out = []
     for (ctype, size, algo, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
         mean = sum(r["duration_cycles"] for r in rs) / len(rs)
-        data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean)
+        mean_wait = sum(r.get("wait_cycles", 0) for r in rs) / len(rs)
+        data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean - mean_wait)
         out.append({
             "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs),
             "mean_duration_cycles": round(mean, 3),
             "max_duration_cycles": max(r["duration_cycles"] for r in rs),
+            "mean_wait_cycles": round(mean_wait, 3),
             "algbw_gb_s": algbw, "busbw_gb_s": busbw,
         })
     return out
@@ -213,8 +217,9 @@ def network_dimensions(result: Any) -> list[dict[str, Any]]:
 
 
 def build_report(result: Any) -> dict[str, Any]:
-    ranks = rank_breakdowns(result)
-    colls = [c for w in result.workloads for c in collective_records(w)]
+    begun = _communication_starts(result)
+    ranks = [rank_breakdown(w, b) for w, b in zip(result.workloads, begun)]
+    colls = [c for w, b in zip(result.workloads, begun) for c in collective_records(w, b)]
     fin = [r["finish_cycles"] for r in ranks]
     return {
         "inputs": result.inputs,
@@ -270,14 +275,14 @@ def format_breakdown(report: dict[str, Any], max_rows: int = 16) -> str:
     """The compact table: per rank (equal neighbours share a row), collectives, bytes per dimension.
     The four columns compute, exposed comm, exposed CPU and idle add up to finish; wait is the
     part of idle spent waiting for peers, CPU the time the CPU slot was busy."""
-    lines = [f"{'rank':>9}  {'finish':>12}  {'compute':>18}  {'exposed comm':>18}  {'exposed CPU':>18}  "
-             f"{'idle':>18}  {'of it wait':>18}  {'CPU':>12}  {'overlap':>7}"]
+    lines = [f"{'rank':>9}  {'finish':>12}  {'compute':>17}  {'exposed comm':>17}  {'exposed CPU':>17}  "
+             f"{'idle':>17}  {'of it wait':>17}  {'CPU':>12}  {'overlap':>7}"]
     keys = ("finish_cycles", "compute_cycles", "exposed_comm_cycles", "exposed_cpu_cycles", "idle_cycles",
             "wait_cycles", "cpu_cycles", "overlap_pct")
     rows = _ranges([tuple(r[k] for k in keys) for r in report["ranks"]])
     for a, b, (fin, comp, exp, exp_cpu, idle, wait, cpu, ov) in rows[:max_rows]:
         who = str(a) if a == b else f"{a}-{b}"
-        cells = "  ".join(f"{v:>11} {_pct(v, fin)}" for v in (comp, exp, exp_cpu, idle, wait))
+        cells = "  ".join(f"{v:>10} {_pct(v, fin)}" for v in (comp, exp, exp_cpu, idle, wait))
         lines.append(f"{who:>9}  {fin:>12}  {cells}  {cpu:>12}  {ov:>6.1f}%")
     if len(rows) > max_rows:
         lines.append(f"{'':>9}  ... {len(rows) - max_rows} more row(s) in --report")

@@ -92,7 +92,7 @@ def rank_trace(workload: Any, world_size: int, extra: dict[str, Any] | None = No
     rank = workload.rank
     begun = comm_starts or {}
     nodes = workload.graph.nodes
-    colls = {c["node"]: c for c in collective_records(workload)}
+    colls = {c["node"]: c for c in collective_records(workload, begun)}
     compute, comm = _Lanes(COMPUTE_STREAM, COMM_STREAM), _Lanes(COMM_STREAM)
     waits = _Lanes(WAIT_TID, WAIT_TID + 1, gap=2000)
     events: list[dict[str, Any]] = []

@@ -94,15 +94,16 @@ def _late_member(d: Path, late: int) -> list[dict]:
         b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c])
         b.write(d / "late", r)
     (d / "ring.yml").write_text(RING4)
-    return build_report(run_simulation(d / "late", d / "ring.yml", SYSTEM))["ranks"]
+    return build_report(run_simulation(d / "late", d / "ring.yml", SYSTEM))
 
 
 def test_collective_waits_for_its_last_member(tmp_path: Path) -> None:
     late = 50_000
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    together = _late_member(tmp_path / "a", 0)
-    ranks = _late_member(tmp_path / "b", late)
+    together = _late_member(tmp_path / "a", 0)["ranks"]
+    report = _late_member(tmp_path / "b", late)
+    ranks = report["ranks"]
     assert [r["wait_cycles"] for r in together] == [0, 0, 0, 0]
     assert [r["wait_cycles"] for r in ranks] == [late, late, late, 0]
     for r in ranks:
@@ -113,3 +114,9 @@ def test_collective_waits_for_its_last_member(tmp_path: Path) -> None:
     alone = together[0]["comm_cycles"]
     assert ranks[3]["comm_cycles"] == alone
     assert all(0 < r["comm_cycles"] <= alone for r in ranks)
+    # the collective's own entry: its wait, and bandwidths of the time it moved data
+    colls = report["collectives"]
+    assert [c["wait_cycles"] for c in colls] == [late, late, late, 0]
+    for c, r in zip(colls, ranks):
+        assert c["duration_cycles"] - c["wait_cycles"] == r["comm_cycles"]
+        assert c["algbw_gb_s"] == pytest.approx((1 << 20) / r["comm_cycles"], abs=1e-6)
