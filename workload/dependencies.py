@@ -8,10 +8,11 @@ traces) but keeps the control edges to them, points nodes at themselves, and mak
 wait on its own GPU kernel while the kernel data-depends on the op. Chakra's own feeder of that
 time read data dependencies only; ASTRA-sim's feeder_v3 reads both and aborts on these files.
 We keep every control dependency that can be honoured and ignore the rest, with one warning per
-file: those on a missing node or the node itself, and those inside a dependency cycle.
+file: those on a missing node or the node itself, and those that would close a cycle.
 """
 from __future__ import annotations
 
+import heapq
 import warnings
 from pathlib import Path
 from typing import Any
@@ -116,18 +117,51 @@ def _components(nodes: dict[int, Any]) -> dict[int, int]:
 
 
 def _drop_ctrl_deps_in_cycles(nodes: dict[int, Any]) -> list[tuple[int, int]]:
-    """Ignore every control-only dependency whose two ends share a strongly connected component.
-    What is left is acyclic unless the data dependencies alone are: the components' condensation
-    is a DAG, and inside a component only data edges remain."""
+    """Ignore the control-only dependencies that run against an order of each cycle's nodes.
+
+    Inside a strongly connected component the data dependencies alone are acyclic (else the
+    file is wrong), so its nodes have a topological order of them; we take the one that
+    prefers lower ids (issue order) and keep the control dependencies that agree with it.
+    What is left is acyclic: inside a component every edge follows that order, and the
+    components' condensation is a DAG."""
     comp = _components(nodes)
+    members: dict[int, list[int]] = {}
+    for nid, c in comp.items():
+        members.setdefault(c, []).append(nid)
+    pos: dict[int, int] = {}
+    for group in members.values():
+        if len(group) > 1:
+            pos.update(_data_order(nodes, set(group)))
     dropped = []
     for n in nodes.values():
+        if n.id not in pos:
+            continue
         c = comp[n.id]
-        kept = tuple(d for d in n.parents if comp[d] != c or d in n.data_deps)
+        kept = tuple(d for d in n.parents if comp[d] != c or d in n.data_deps or pos[d] < pos[n.id])
         if len(kept) != len(n.parents):
             dropped += [(n.id, d) for d in n.parents if d not in kept]
             n.parents = kept
     return dropped
+
+
+def _data_order(nodes: dict[int, Any], group: set[int]) -> dict[int, int]:
+    """Position of each node of ``group`` in a topological order of the data dependencies among
+    them, lowest id first among the ready; nodes on a data cycle come last (reported later)."""
+    indeg = {nid: sum(1 for d in nodes[nid].parents if d in group and d in nodes[nid].data_deps) for nid in group}
+    ready = [nid for nid, k in indeg.items() if k == 0]
+    heapq.heapify(ready)
+    order: dict[int, int] = {}
+    while ready:
+        nid = heapq.heappop(ready)
+        order[nid] = len(order)
+        for c in nodes[nid].children:
+            if c in group and nid in nodes[c].data_deps:
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    heapq.heappush(ready, c)
+    for nid in sorted(group - order.keys()):
+        order[nid] = len(order)
+    return order
 
 
 def _raise_cycle(path: Path, nodes: dict[int, Any], left: set[int]) -> None:
@@ -151,7 +185,7 @@ def _warn(path: Path, missing: list[tuple[int, int]], in_cycles: list[tuple[int,
     total = len(missing) + len(in_cycles)
     parts = [f"{own} on the node itself", f"{len(missing) - own} on nodes not in this file"]
     if in_cycles:
-        parts.append(f"{len(in_cycles)} inside dependency cycles")
+        parts.append(f"{len(in_cycles)} that would close a cycle")
     shown = ", ".join(f"{nid}->{dep}" for nid, dep in (missing + in_cycles)[:5])
     warnings.warn(
         f"{path}: ignored {total} control dependenc{'y' if total == 1 else 'ies'} ({', '.join(parts)}; "

@@ -78,9 +78,22 @@ def test_control_edge_closing_a_cycle_with_data_edges_is_ignored(tmp_path: Path)
     b.nodes[op].ctrl_deps.append(kernel)
     b.nodes[after].ctrl_deps.append(kernel)  # a sound control edge: kept
     g, said = _load(_write(tmp_path / "w.et", b))
-    assert len(said) == 1 and "1 inside dependency cycles" in said[0] and "first: 0->1" in said[0], said
+    assert len(said) == 1 and "1 that would close a cycle" in said[0] and "first: 0->1" in said[0], said
     assert g.nodes[kernel].parents == (op,) and g.nodes[op].parents == ()
     assert set(g.nodes[after].parents) == {op, kernel}
+
+
+def test_only_the_control_edges_against_the_order_are_ignored(tmp_path: Path) -> None:
+    """A cycle of control edges alone: the one that points to a later node goes, the others stay."""
+    b = GraphBuilder()
+    for name in "xyz":
+        b.comp(name, 1000, is_cpu_op=True)
+    b.nodes[1].ctrl_deps.append(0)
+    b.nodes[2].ctrl_deps.append(1)
+    b.nodes[0].ctrl_deps.append(2)
+    g, said = _load(_write(tmp_path / "w.et", b))
+    assert len(said) == 1 and "ignored 1 control dependency" in said[0] and "first: 0->2" in said[0], said
+    assert [g.nodes[i].parents for i in range(3)] == [(), (0,), (1,)]
 
 
 @pytest.mark.parametrize("dep,problem", [(7, "depends on node 7 (data_deps), which is not in this file"),
