@@ -1,5 +1,5 @@
-"""A picture of a run: per-rank stacked bars (compute / exposed communication / idle) and a
-timeline of the first ranks. Needs matplotlib (the ``plot`` extra); draws off-screen (Agg).
+"""A picture of a run: per-rank stacked bars (compute / exposed communication / exposed CPU /
+idle) and a timeline of the first ranks. Needs matplotlib (the ``plot`` extra); draws off-screen (Agg).
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from network.errors import InputError
 from network.extras import install_hint
 
 INSTALL_HINT = install_hint("plot", "matplotlib")
-COLORS = {"compute": "#4C72B0", "exposed comm": "#DD8452", "idle": "#C8C8C8", "comm": "#DD8452", "cpu": "#55A868"}
+COLORS = {"compute": "#4C72B0", "exposed comm": "#DD8452", "exposed CPU": "#55A868", "idle": "#C8C8C8",
+          "comm": "#DD8452", "cpu": "#55A868"}
 _COMM = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
 
 
@@ -51,14 +52,15 @@ def write_plot(result: Any, report: dict[str, Any], path: str | os.PathLike, tim
                                    gridspec_kw={"height_ratios": [3, max(2, 0.6 * len(shown))]})
     x = [r["rank"] for r in ranks]
     bottom = [0.0] * len(ranks)
-    for key, label in (("compute_cycles", "compute"), ("exposed_comm_cycles", "exposed comm"), ("idle_cycles", "idle")):
+    for key, label in (("compute_cycles", "compute"), ("exposed_comm_cycles", "exposed comm"),
+                       ("exposed_cpu_cycles", "exposed CPU"), ("idle_cycles", "idle")):
         v = [r[key] / 1000 for r in ranks]
         bars.bar(x, v, bottom=bottom, label=label, color=COLORS[label], width=0.8 if len(x) < 512 else 1.0)
         bottom = [b + y for b, y in zip(bottom, v)]
     bars.set_xlabel("rank")
     bars.set_ylabel("time (µs)")
     bars.set_title(f"{result.npus_count} ranks on {result.inputs.get('topology')} ({result.backend}): "
-                   "compute + exposed communication + idle = finish")
+                   "compute + exposed communication + exposed CPU + idle = finish")
     bars.xaxis.set_major_locator(MaxNLocator(integer=True))
     bars.set_xlim(-0.6, len(x) - 0.4)
     bars.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")

@@ -1,9 +1,13 @@
 """What a run produced, for people (a short table) and for tools (JSON).
 
-Per rank: finish time, and a breakdown in which compute + exposed communication + idle = finish.
-Compute is time the GPU-compute slot was busy; communication is time any collective, send,
-receive or remote-memory access was in flight; exposed communication is communication not
-overlapped by compute; idle is neither (CPU-only nodes count as idle: the GPU waits).
+Per rank: finish time, and a breakdown in which compute + exposed communication + exposed CPU
++ idle = finish. Compute is time the GPU-compute slot was busy; communication is time any
+collective, send, receive or remote-memory access was moving data (a receive from the moment
+its matching send was issued, a collective from the moment its last member entered it:
+system/waiting.py); exposed communication is communication not overlapped by compute; CPU is
+time the CPU slot was busy, exposed CPU the part of it under neither compute nor
+communication; idle is the rest, and waiting (for a peer's send or a collective's last
+member, under nothing else) is part of idle. docs/results.md defines each key.
 
 Per collective (one entry per rank that ran it): type, size, the implementation the system
 config chose, start, end, and the bandwidths NCCL's tests report (``nccl-tests``
@@ -22,6 +26,7 @@ from typing import Any, Iterable
 
 from chakra_proto import et_def_pb2 as pb
 from network.files import atomic_open
+from system.waiting import communication_starts
 
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
@@ -67,22 +72,33 @@ def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> 
     return total
 
 
-def rank_breakdown(workload: Any) -> dict[str, Any]:
+def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> dict[str, Any]:
+    """One rank's figures; ``comm_starts`` (system.waiting.communication_starts) says when the
+    communication of the nodes that waited for a peer began."""
     nodes = workload.graph.nodes
-    comp, comm = [], []
+    begun = comm_starts or {}
+    comp, comm, cpu, wait = [], [], [], []
     for nid, s, e in workload.records:
         n = nodes[nid]
-        if n.type == pb.COMP_NODE and not n.is_cpu_op:
-            comp.append((s, e))
+        if n.type == pb.COMP_NODE:
+            (cpu if n.is_cpu_op else comp).append((s, e))
         elif n.type in _COMM_TYPES:
-            comm.append((s, e))
-    comp_u, comm_u = _union(comp), _union(comm)
+            c = begun.get(nid, s)
+            if c > s:
+                wait.append((s, c))
+            comm.append((c, e))
+    comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
+    gpu_u = _union(comp_u + comm_u)
+    busy_u = _union(gpu_u + cpu_u)
     finish = workload.finish_time or 0
     compute = _length(comp_u)
     comm_total = _length(comm_u)
     overlap = _intersection_length(comp_u, comm_u)
     exposed = comm_total - overlap
-    idle = finish - compute - exposed
+    cpu_total = _length(cpu_u)
+    exposed_cpu = cpu_total - _intersection_length(cpu_u, gpu_u)
+    waiting = _length(wait_u) - _intersection_length(wait_u, busy_u)
+    idle = finish - compute - exposed - exposed_cpu
     return {
         "rank": workload.rank,
         "finish_cycles": finish,
@@ -90,10 +106,17 @@ def rank_breakdown(workload: Any) -> dict[str, Any]:
         "compute_cycles": compute,
         "comm_cycles": comm_total,
         "exposed_comm_cycles": exposed,
+        "cpu_cycles": cpu_total,
+        "exposed_cpu_cycles": exposed_cpu,
         "idle_cycles": idle,
+        "wait_cycles": waiting,
         "overlap_pct": round(100.0 * overlap / comm_total, 3) if comm_total else 0.0,
         "nodes": len(nodes),
     }
+
+
+def _communication_starts(result: Any) -> list[dict[int, int]]:
+    return communication_starts(result.workloads, bool(result.inputs.get("symmetric_fast_path")))
 
 
 # -- collectives ---------------------------------------------------------------------------------
@@ -122,15 +145,19 @@ def collective_group_size(workload: Any, node: Any) -> int:
     return math.prod(d for i, d in enumerate(dims) if involved is None or i >= len(involved) or involved[i])
 
 
-def collective_records(workload: Any) -> list[dict[str, Any]]:
-    """One entry per collective this rank ran, in completion order."""
+def collective_records(workload: Any, comm_starts: dict[int, int] | None = None) -> list[dict[str, Any]]:
+    """One entry per collective this rank ran, in completion order. ``wait_cycles`` is the time
+    from its issue until its last member entered (``comm_starts``); the bandwidths are those of
+    the rest, as nccl-tests measures collectives that all ranks enter together."""
     nodes = workload.graph.nodes
+    begun = comm_starts or {}
     out = []
     for c in workload.collectives:
         node = nodes[c["node"]]
         n = collective_group_size(workload, node)
         duration = c["end"] - c["start"]
-        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration)
+        wait = begun.get(c["node"], c["start"]) - c["start"]
+        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration - wait)
         out.append({
             "rank": workload.rank,
             "node": c["node"],
@@ -143,6 +170,7 @@ def collective_records(workload: Any) -> list[dict[str, Any]]:
             "start_cycles": c["start"],
             "end_cycles": c["end"],
             "duration_cycles": duration,
+            "wait_cycles": wait,
             "algbw_bytes": data,
             "algbw_gb_s": algbw,
             "busbw_gb_s": busbw,
@@ -158,11 +186,13 @@ def summarise_collectives(records: list[dict[str, Any]]) -> list[dict[str, Any]]
     out = []
     for (ctype, size, algo, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
         mean = sum(r["duration_cycles"] for r in rs) / len(rs)
-        data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean)
+        mean_wait = sum(r.get("wait_cycles", 0) for r in rs) / len(rs)
+        data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean - mean_wait)
         out.append({
             "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs),
             "mean_duration_cycles": round(mean, 3),
             "max_duration_cycles": max(r["duration_cycles"] for r in rs),
+            "mean_wait_cycles": round(mean_wait, 3),
             "algbw_gb_s": algbw, "busbw_gb_s": busbw,
         })
     return out
@@ -187,8 +217,9 @@ def network_dimensions(result: Any) -> list[dict[str, Any]]:
 
 
 def build_report(result: Any) -> dict[str, Any]:
-    ranks = [rank_breakdown(w) for w in result.workloads]
-    colls = [c for w in result.workloads for c in collective_records(w)]
+    begun = _communication_starts(result)
+    ranks = [rank_breakdown(w, b) for w, b in zip(result.workloads, begun)]
+    colls = [c for w, b in zip(result.workloads, begun) for c in collective_records(w, b)]
     fin = [r["finish_cycles"] for r in ranks]
     return {
         "inputs": result.inputs,
@@ -202,7 +233,10 @@ def build_report(result: Any) -> dict[str, Any]:
             "mean_finish_cycles": sum(fin) / len(fin) if fin else 0,
             "compute_cycles": sum(r["compute_cycles"] for r in ranks),
             "exposed_comm_cycles": sum(r["exposed_comm_cycles"] for r in ranks),
+            "cpu_cycles": sum(r["cpu_cycles"] for r in ranks),
+            "exposed_cpu_cycles": sum(r["exposed_cpu_cycles"] for r in ranks),
             "idle_cycles": sum(r["idle_cycles"] for r in ranks),
+            "wait_cycles": sum(r["wait_cycles"] for r in ranks),
             "collectives": len(colls),
             "events": result.events,
             "wall_seconds": round(result.wall_s, 6),
@@ -238,15 +272,18 @@ def _pct(part: int, whole: int) -> str:
 
 
 def format_breakdown(report: dict[str, Any], max_rows: int = 16) -> str:
-    """The compact table: per rank (equal neighbours share a row), collectives, bytes per dimension."""
-    lines = [f"{'rank':>9}  {'finish':>12}  {'compute':>19}  {'exposed comm':>19}  {'idle':>19}  {'overlap':>7}"]
-    keyed = [(r["finish_cycles"], r["compute_cycles"], r["exposed_comm_cycles"], r["idle_cycles"], r["overlap_pct"])
-             for r in report["ranks"]]
-    rows = _ranges(keyed)
-    for a, b, (fin, comp, exp, idle, ov) in rows[:max_rows]:
+    """The compact table: per rank (equal neighbours share a row), collectives, bytes per dimension.
+    The four columns compute, exposed comm, exposed CPU and idle add up to finish; wait is the
+    part of idle spent waiting for peers, CPU the time the CPU slot was busy."""
+    lines = [f"{'rank':>9}  {'finish':>12}  {'compute':>17}  {'exposed comm':>17}  {'exposed CPU':>17}  "
+             f"{'idle':>17}  {'of it wait':>17}  {'CPU':>12}  {'overlap':>7}"]
+    keys = ("finish_cycles", "compute_cycles", "exposed_comm_cycles", "exposed_cpu_cycles", "idle_cycles",
+            "wait_cycles", "cpu_cycles", "overlap_pct")
+    rows = _ranges([tuple(r[k] for k in keys) for r in report["ranks"]])
+    for a, b, (fin, comp, exp, exp_cpu, idle, wait, cpu, ov) in rows[:max_rows]:
         who = str(a) if a == b else f"{a}-{b}"
-        lines.append(f"{who:>9}  {fin:>12}  {comp:>12} {_pct(comp, fin)}  {exp:>12} {_pct(exp, fin)}  "
-                     f"{idle:>12} {_pct(idle, fin)}  {ov:>6.1f}%")
+        cells = "  ".join(f"{v:>10} {_pct(v, fin)}" for v in (comp, exp, exp_cpu, idle, wait))
+        lines.append(f"{who:>9}  {fin:>12}  {cells}  {cpu:>12}  {ov:>6.1f}%")
     if len(rows) > max_rows:
         lines.append(f"{'':>9}  ... {len(rows) - max_rows} more row(s) in --report")
     summary = report["collective_summary"]

@@ -25,10 +25,12 @@ from typing import Any
 
 from chakra_proto import et_def_pb2 as pb
 from system.report import collective_records, write_json_atomic
+from system.waiting import communication_starts
 
 COMPUTE_STREAM = 7  #: first compute stream (PyTorch's default stream is 7 in Kineto traces)
 COMM_STREAM = 20  #: first communication stream; concurrent communication takes 21, 22, ...
 CPU_TID = 1  #: the thread CPU-only nodes run on
+WAIT_TID = 2  #: the first track of receives and collectives waiting for a peer (more: 2003, 2004, ...)
 _LANE_GAP = 1000  # compute lanes past 19 would meet the comm streams: they go to 1007, 1008, ...
 
 _COLL = {"ALL_REDUCE": "AllReduce", "ALL_GATHER": "AllGather", "REDUCE_SCATTER": "ReduceScatter",
@@ -60,9 +62,10 @@ def comm_kernel_name(coll_type: str, algorithm: str | None) -> str:
 class _Lanes:
     """Streams for one kind of work: an event takes the first stream whose last event has ended."""
 
-    def __init__(self, first: int, limit: int | None = None) -> None:
+    def __init__(self, first: int, limit: int | None = None, gap: int = _LANE_GAP) -> None:
         self.first = first
         self.limit = limit
+        self.gap = gap
         self.ends: list[int] = []
 
     def take(self, start: int, end: int) -> int:
@@ -75,24 +78,35 @@ class _Lanes:
 
     def _stream(self, i: int) -> int:
         s = self.first + i
-        return s if self.limit is None or s < self.limit else _LANE_GAP + s
+        return s if self.limit is None or s < self.limit else self.gap + s
 
 
 def _us(ns: int) -> float:
     return ns / 1000
 
 
-def rank_trace(workload: Any, world_size: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The Kineto trace of one rank, as a dict whose first key is ``distributedInfo``."""
+def rank_trace(workload: Any, world_size: int, extra: dict[str, Any] | None = None,
+               comm_starts: dict[int, int] | None = None) -> dict[str, Any]:
+    """The Kineto trace of one rank, as a dict whose first key is ``distributedInfo``;
+    ``comm_starts`` as for system.report.rank_breakdown."""
     rank = workload.rank
+    begun = comm_starts or {}
     nodes = workload.graph.nodes
-    colls = {c["node"]: c for c in collective_records(workload)}
+    colls = {c["node"]: c for c in collective_records(workload, begun)}
     compute, comm = _Lanes(COMPUTE_STREAM, COMM_STREAM), _Lanes(COMM_STREAM)
+    waits = _Lanes(WAIT_TID, WAIT_TID + 1, gap=2000)
     events: list[dict[str, Any]] = []
     threads: dict[int, str] = {}
-    for nid, s, e in sorted(workload.records, key=lambda r: (r[1], r[2], r[0])):
+    records = [(nid, begun.get(nid, s), e, s) for nid, s, e in workload.records]
+    for nid, s, e, issued in sorted(records, key=lambda r: (r[1], r[2], r[0])):
         node = nodes[nid]
         t = node.type
+        if s > issued:
+            tid = waits.take(issued, s)
+            threads[tid] = "waiting for peers"
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"wait: {node.name or node.type_name}",
+                           "pid": rank, "tid": tid, "ts": _us(issued), "dur": _us(s - issued),
+                           "args": {"node_id": nid}})
         if t == pb.COMP_NODE and node.is_cpu_op:
             threads[CPU_TID] = "CPU"
             events.append({"ph": "X", "cat": "cpu_op", "name": node.name or "cpu_op", "pid": rank, "tid": CPU_TID,
@@ -148,9 +162,10 @@ def write_traces(result: Any, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     extra = {"backend": result.backend, "topology": result.inputs.get("topology")}
+    begun = communication_starts(result.workloads, bool(result.inputs.get("symmetric_fast_path")))
     paths = []
-    for w in result.workloads:
+    for w, b in zip(result.workloads, begun):
         p = out / f"rank{w.rank}.json"
-        write_json_atomic(p, rank_trace(w, result.npus_count, extra), indent=None)
+        write_json_atomic(p, rank_trace(w, result.npus_count, extra, b), indent=None)
         paths.append(p)
     return paths

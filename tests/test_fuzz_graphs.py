@@ -157,10 +157,10 @@ def build_node(spec: dict, nid: int, rank: int, npus: int) -> pb.Node:
     elif spoil == "negative":
         n.attr.append(attr_int64("comm_size" if kind != pb.COMP_NODE else "duration_ns", -5))
         n.attr.insert(1, n.attr.pop())  # first match wins: put it before the good one
-    elif spoil == "dangling":
-        n.ctrl_deps.append(nid + 1000)
+    elif spoil == "dangling":  # a dangling or self control dependency is only a warning
+        n.data_deps.append(nid + 1000)
     elif spoil == "cycle":
-        n.ctrl_deps.append(nid)
+        n.data_deps.append(nid)
     return n
 
 

@@ -6,11 +6,13 @@ holds no per-rank state. Validation names the file, the node and the field (desi
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 from chakra_proto import EtFormatError, et_def_pb2 as pb, read_et
 from chakra_proto.attrs import int_value
+from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
 
 NODE_TYPES = {v.number: v.name for v in pb.NodeType.DESCRIPTOR.values}
@@ -23,13 +25,16 @@ class Node:
 
     __slots__ = ("id", "name", "type", "parents", "children", "is_cpu_op", "duration_ns",
                  "comm_type", "comm_size", "comm_priority", "comm_src", "comm_dst", "comm_tag",
-                 "pg_name", "involved_dim", "num_ops", "tensor_size", "inputs_values", "index")
+                 "pg_name", "involved_dim", "num_ops", "tensor_size", "inputs_values", "index", "data_deps",
+                 "host_launcher")
 
     def __init__(self) -> None:
         self.children: list[int] = []
 
     @property
     def type_name(self) -> str:
+        if self.host_launcher is not None:
+            return NODE_TYPES[self.host_launcher] + " launcher"
         return NODE_TYPES.get(self.type, str(self.type))
 
     def describe(self) -> str:
@@ -78,16 +83,21 @@ def load_graph(path: str | os.PathLike) -> Graph:
         nodes[n.id] = n
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
-    for n in nodes.values():
-        for dep in n.parents:
-            parent = nodes.get(dep)
-            if parent is None:
-                raise WorkloadError(p, n.describe(), f"depends on node {dep}, which is not in this file")
-            parent.children.append(n.id)
-    for n in nodes.values():
-        n.children.sort()
-    _check_acyclic(p, nodes)
+    link_dependencies(p, nodes)
+    _warn_host_launchers(p, nodes)
     return Graph(str(p), nodes, metadata)
+
+
+def _warn_host_launchers(path: Path, nodes: dict[int, Node]) -> None:
+    launchers = [n.id for n in nodes.values() if n.host_launcher]
+    if launchers:
+        shown = ", ".join(map(str, launchers[:5])) + (", ..." if len(launchers) > 5 else "")
+        warnings.warn(
+            f"{path}: {len(launchers)} communication node(s) are CPU ops without the fields of a "
+            f"communication (node {shown}): host-side launchers, replayed on the CPU for their duration; "
+            "the GPU-side nodes carry the communication",
+            stacklevel=3,
+        )
 
 
 def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
@@ -102,12 +112,12 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
     seen: set[int] = set()
     parents = []
     for d in (*rn.data_deps, *rn.ctrl_deps):  # feeder_v3 waits on the union (formats.md A.5)
-        if d == rn.id:
-            raise WorkloadError(path, where, "depends on itself (a dependency cycle)")
         if d not in seen:
             seen.add(d)
             parents.append(d)
     n.parents = tuple(parents)
+    n.data_deps = frozenset(rn.data_deps)
+    n.host_launcher = None
     attrs: dict[str, Any] = {}
     for a in rn.attr:
         attrs.setdefault(a.name, a)
@@ -138,9 +148,20 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
     n.num_ops = n.tensor_size = None
     n.inputs_values = rn.inputs.values if rn.HasField("inputs") else ""
     t = n.type
+    if t in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE) and n.is_cpu_op:
+        defining = {pb.COMM_COLL_NODE: ("comm_type",), pb.COMM_SEND_NODE: ("comm_dst",),
+                    pb.COMM_RECV_NODE: ("comm_src",)}[t]
+        if any(f in attrs for f in defining):
+            raise WorkloadError(path, where, f"a communication node with {defining[0]} cannot be a CPU op "
+                                "(is_cpu_op is true): drop is_cpu_op, or drop the communication fields if "
+                                "it is the host-side launcher of a GPU-side node")
+        # the host-side launcher (c10d::allreduce_ ...) that converters emit next to the GPU
+        # kernel node: what it means is CPU time; the kernel node carries the communication.
+        # It becomes a CPU COMP node, so that every later stage sees what it means.
+        n.host_launcher = t
+        n.type = pb.COMP_NODE
+        return n
     if t in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-        if n.is_cpu_op:
-            raise WorkloadError(path, where, "a communication node cannot be a CPU op (is_cpu_op is true)")
         n.comm_size = get_int("comm_size", required=True)
         if n.comm_size < 0:
             raise WorkloadError(path, where, f"comm_size must be >= 0, got {n.comm_size}")
@@ -188,33 +209,3 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
         n.num_ops = get_int("num_ops", minimum=0)
         n.tensor_size = get_int("tensor_size", minimum=0)
     return n
-
-
-def _check_acyclic(path: Path, nodes: dict[int, Node]) -> None:
-    indeg = {nid: len(n.parents) for nid, n in nodes.items()}
-    stack = [nid for nid, d in indeg.items() if d == 0]
-    seen = 0
-    while stack:
-        nid = stack.pop()
-        seen += 1
-        for c in nodes[nid].children:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                stack.append(c)
-    if seen == len(nodes):
-        return
-    # find one cycle to name it
-    left = {nid for nid, d in indeg.items() if d > 0}
-    start = min(left)
-    trail: list[int] = []
-    pos: dict[int, int] = {}
-    cur = start
-    while cur not in pos:
-        pos[cur] = len(trail)
-        trail.append(cur)
-        cur = next(p for p in nodes[cur].parents if p in left)
-    cycle = trail[pos[cur]:] + [cur]
-    raise WorkloadError(
-        path, f"node {cycle[0]}",
-        "dependency cycle: " + " -> ".join(str(c) for c in reversed(cycle)) + " (each waits on the next)",
-    )

@@ -133,8 +133,12 @@ def et_cases() -> None:
 
     # ids and dependencies
     edit("et/dep_id_out_of_range", lambda n: n[2].data_deps.append(2**64 - 1))
-    edit("et/self_dependency", lambda n: n[1].ctrl_deps.append(1))
-    edit("et/cycle_of_three", lambda n: n[0].ctrl_deps.append(2))
+    edit("et/self_dependency", lambda n: n[1].data_deps.append(1))
+    # what Chakra's converter leaves behind: control edges to the node itself, to nodes it
+    # dropped, and ones that close a cycle with the data dependencies
+    edit("et/ctrl_deps_left_by_converter_ok",
+         lambda n: (n[1].ctrl_deps.extend([1, 77]), n[2].ctrl_deps.append(99), n[0].ctrl_deps.append(2)))
+    edit("et/cycle_of_three", lambda n: n[0].data_deps.append(2))
     edit("et/duplicate_node_id", lambda n: setattr(n[2], "id", 0))
 
     # sends and receives: attributes

@@ -120,7 +120,7 @@ def test_cyclic_dependency(example_args: list[str], tmp_path: Path) -> None:
 
 def test_dependency_on_missing_node(example_args: list[str], tmp_path: Path) -> None:
     prefix = tmp_path / "dang"
-    _write_graph(prefix, 8, lambda nodes: nodes[1].ctrl_deps.append(42))
+    _write_graph(prefix, 8, lambda nodes: nodes[1].data_deps.append(42))
     _assert_bad(run_cli(*_with(example_args, "--workload", str(prefix))), f"{prefix}.0.et", "node 1", "node 42")
 
 

@@ -3,9 +3,12 @@ holistictraceanalysis 0.5.0, pandas < 3).
 
 HTA's figures per rank: temporal breakdown (idle / compute / non-compute time, and "kernel
 time", the span from the first GPU kernel to the end of the last) and the share of
-communication time overlapped by computation. Ours: idle, compute, exposed communication,
-finish, overlap_pct. They are the same quantities when each rank's first GPU kernel starts at
-0 and its last one ends at its finish time, as in this workload.
+communication time overlapped by computation. Ours: idle + exposed CPU (HTA reads the GPU
+streams only), compute, exposed communication, finish, overlap_pct. They are the same
+quantities when each rank's first GPU kernel starts at 0 and its last one ends at its finish
+time, as in this workload. Its ranks are skewed, so early ranks wait in the all-reduces for
+the last one: the trace starts those kernels when the communication began, as the report
+counts it, and HTA's non-compute time is still our exposed communication.
 
 HTA rounds float timestamps by default (start up, end down, to whole µs: its fix for
 overlapping real kernels), which opens up to 1 µs gaps between our exactly abutting kernels;
@@ -79,10 +82,13 @@ def test_hta_agrees_with_the_report(run, monkeypatch: pytest.MonkeyPatch) -> Non
         assert row["kernel_time(us)"] == pytest.approx(r["finish_cycles"] / 1000, abs=1e-3)
         assert row["compute_time(us)"] == pytest.approx(r["compute_cycles"] / 1000, abs=1e-3)
         assert row["non_compute_time(us)"] == pytest.approx(r["exposed_comm_cycles"] / 1000, abs=1e-3)
-        assert row["idle_time(us)"] == pytest.approx(r["idle_cycles"] / 1000, abs=1e-3)
-        assert r["idle_cycles"] == 5_000 and 0 < r["overlap_pct"] < 100
+        # HTA sees the GPU only: time the CPU works and the GPU does not is idle to it
+        assert row["idle_time(us)"] == pytest.approx((r["idle_cycles"] + r["exposed_cpu_cycles"]) / 1000, abs=1e-3)
+        assert r["exposed_cpu_cycles"] >= 5_000 and 0 < r["overlap_pct"] < 100
         # HTA rounds its percentage to 2 decimals
         assert ov.loc[r["rank"], "comp_comm_overlap_pctg"] == pytest.approx(r["overlap_pct"], abs=0.006)
+    comm = [r["comm_cycles"] for r in report["ranks"]]
+    assert comm == sorted(comm) and comm[0] < comm[-1]  # rank 0 waited longest: least communication
 
 
 def test_hta_default_rounding_stays_within_a_microsecond_per_kernel(run, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,8 +97,9 @@ def test_hta_default_rounding_stays_within_a_microsecond_per_kernel(run, monkeyp
     kernels = 8  # GPU kernels per rank: each loses under 1 µs at either end to HTA's rounding
     for r in report["ranks"]:
         row = tb.loc[r["rank"]]
+        ours = {**r, "idle_cycles": r["idle_cycles"] + r["exposed_cpu_cycles"]}
         for col, key in (("kernel_time(us)", "finish_cycles"), ("compute_time(us)", "compute_cycles"),
                          ("non_compute_time(us)", "exposed_comm_cycles"), ("idle_time(us)", "idle_cycles")):
-            assert abs(row[col] - r[key] / 1000) <= 2 * kernels, (r["rank"], col, row[col], r[key])
+            assert abs(row[col] - ours[key] / 1000) <= 2 * kernels, (r["rank"], col, row[col], ours[key])
         comm_us = r["comm_cycles"] / 1000
         assert abs(ov.loc[r["rank"], "comp_comm_overlap_pctg"] - r["overlap_pct"]) <= 100 * 4 * kernels / comm_us

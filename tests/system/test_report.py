@@ -52,15 +52,22 @@ def test_breakdown_adds_up_and_matches_the_schedule(overlap_run) -> None:
     result, rep = overlap_run
     assert [r["rank"] for r in rep["ranks"]] == [0, 1, 2, 3]
     for r in rep["ranks"]:
-        assert r["compute_cycles"] + r["exposed_comm_cycles"] + r["idle_cycles"] == r["finish_cycles"]
+        parts = ("compute_cycles", "exposed_comm_cycles", "exposed_cpu_cycles", "idle_cycles")
+        assert sum(r[k] for k in parts) == r["finish_cycles"]
         assert r["finish_cycles"] == result.finish_ns[r["rank"]]
         assert r["compute_cycles"] == sum(COMPUTE_NS) + 1000 * r["rank"]  # one compute slot: no overlap
-        assert r["idle_cycles"] == 5_000  # the dataloader; the optimizer launch hides under communication
+        assert r["cpu_cycles"] == 8_000  # the optimizer launch and the dataloader
+        # rank r finishes the first all-reduce 1 µs × r after rank 0 and enters the second at once
+        # (one communication slot), where it waits for rank 3: its optimizer launch runs during
+        # that wait and is exposed for (3 - r) µs; the dataloader (5 µs) always is
+        assert r["exposed_cpu_cycles"] == 5_000 + 1000 * (3 - r["rank"])
+        assert r["idle_cycles"] == 0 and r["wait_cycles"] == 0  # every wait is covered by compute or CPU
         assert 0 < r["exposed_comm_cycles"] < r["comm_cycles"]
         hidden = r["comm_cycles"] - r["exposed_comm_cycles"]
         assert r["overlap_pct"] == round(100 * hidden / r["comm_cycles"], 3)
     t = rep["totals"]
-    assert t["compute_cycles"] + t["exposed_comm_cycles"] + t["idle_cycles"] == sum(result.finish_ns)
+    assert t["compute_cycles"] + t["exposed_comm_cycles"] + t["exposed_cpu_cycles"] + t["idle_cycles"] \
+        == sum(result.finish_ns)
     assert t["collectives"] == 12
 
 
@@ -117,7 +124,7 @@ def test_terminal_table(example_args: list[str]) -> None:
     assert lines[:8] == [f"sys[{i}] finished, 64440 cycles (6.444e-05 s)" for i in range(8)]
     assert lines[-1].startswith("total: 8 ranks") and "end 64440 cycles" in lines[-1]
     table = "\n".join(lines[8:-1])
-    assert "exposed comm" in table and "overlap" in table
+    assert "exposed comm" in table and "exposed CPU" in table and "of it wait" in table and "overlap" in table
     assert "0-7" in table and "64440" in table and "100.0%" in table  # equal ranks share a row
     assert "ALL_REDUCE" in table and "ring" in table and "busbw GB/s" in table and "28.476" in table
     assert "dim 0 Ring(8) moved 14 MiB" in table

@@ -1,0 +1,104 @@
+"""When a rank's communication really begins: waiting for a peer is not communication.
+
+A receive is posted when its node is issued, but nothing can move before the matching send is
+issued on the peer; a collective is entered when its node is issued, but it cannot progress
+past the first step before the last member of its group has entered too. Until then the rank
+waits (a pipeline bubble, a straggler), and the report counts that time as waiting, part of
+idle, not as communication (docs/results.md).
+
+Pairing mirrors the simulator's own: the n-th receive on rank d from rank s with a tag and a
+size pairs with the n-th send from s to d with that tag and size (network/analytical/base.py;
+tags folded as Sys.native_send folds them); the n-th collective a rank issues on a group
+pairs with the n-th every other member issues on it (its peers: the communicator group, or
+the ranks that differ from it only in the dimensions it involves).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from chakra_proto import et_def_pb2 as pb
+from system.sys import COLLECTIVE_TAG_OFFSET, NATIVE_TAG_OFFSET
+
+_TAG_SPAN = COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET
+
+
+def _issued(workload: Any, node_type: int) -> Iterable[Any]:
+    """The rank's nodes of one type in the order it issued them (``starts`` keeps that order)."""
+    nodes = workload.graph.nodes
+    for nid in workload.starts:
+        n = nodes[nid]
+        if n.type == node_type:
+            yield n
+
+
+def _send_issue_times(workloads: Sequence[Any]) -> dict[tuple, list[int]]:
+    out: dict[tuple, list[int]] = {}
+    for w in workloads:
+        for n in _issued(w, pb.COMM_SEND_NODE):
+            out.setdefault((w.rank, n.comm_dst, n.comm_tag % _TAG_SPAN, n.comm_size), []).append(w.starts[n.id])
+    return out
+
+
+def _peer_key(workload: Any, node: Any) -> tuple:
+    """What names the set of ranks a collective runs among, the same on every member."""
+    if node.pg_name not in (None, "", "0"):
+        return ("pg", int(node.pg_name))
+    dims = workload.sys.physical_dims
+    inv = node.involved_dim
+    fixed = []
+    rest = workload.rank
+    for i, size in enumerate(dims):
+        coord, rest = rest % size, rest // size
+        if inv is not None and i < len(inv) and not inv[i]:
+            fixed.append((i, coord))  # a dimension it does not involve: peers share this coordinate
+    return ("dims", tuple(fixed))
+
+
+def _collective_arrivals(workloads: Sequence[Any]) -> tuple[dict[tuple, int], list[list[tuple[int, tuple]]]]:
+    """The last member's entry time per collective instance, and per rank its instances."""
+    last: dict[tuple, int] = {}
+    per_rank: list[list[tuple[int, tuple]]] = []
+    for w in workloads:
+        seq: dict[tuple, int] = {}
+        mine = []
+        for n in _issued(w, pb.COMM_COLL_NODE):
+            if n.comm_type == pb.BROADCAST:  # replayed for its duration: it couples nobody
+                continue
+            key = _peer_key(w, n)
+            k = seq[key] = seq.get(key, -1) + 1
+            inst = (key, k)
+            t = w.starts[n.id]
+            if t > last.get(inst, -1):
+                last[inst] = t
+            mine.append((n.id, inst))
+        per_rank.append(mine)
+    return last, per_rank
+
+
+def communication_starts(workloads: Sequence[Any], symmetric: bool = False) -> list[dict[int, int]]:
+    """Per rank (in ``workloads`` order): node id → the time its communication began, for the
+    receives and collectives that waited for a peer (the others began when issued). A symmetric
+    run has every rank do the same at the same time, so nobody waits."""
+    out: list[dict[int, int]] = [{} for _ in workloads]
+    if symmetric or len(workloads) < 2:
+        return out
+    ends = [{nid: e for nid, _, e in w.records} for w in workloads]
+    sends = _send_issue_times(workloads)
+    for i, w in enumerate(workloads):
+        seen: dict[tuple, int] = {}
+        for n in _issued(w, pb.COMM_RECV_NODE):
+            key = (n.comm_src, w.rank, n.comm_tag % _TAG_SPAN, n.comm_size)
+            k = seen[key] = seen.get(key, -1) + 1
+            issued = sends.get(key, ())
+            if k < len(issued):
+                _later(out[i], n.id, w.starts[n.id], issued[k], ends[i])
+    last, per_rank = _collective_arrivals(workloads)
+    for i, w in enumerate(workloads):
+        for nid, inst in per_rank[i]:
+            _later(out[i], nid, w.starts[nid], last[inst], ends[i])
+    return out
+
+
+def _later(starts: dict[int, int], nid: int, issued: int, ready: int, ends: dict[int, int]) -> None:
+    if ready > issued:
+        starts[nid] = min(ready, ends.get(nid, ready))
