@@ -56,6 +56,7 @@ def host_units(et: ExecutionTrace, dev: DeviceTrace) -> list[Unit]:
 
     for root in et.thread_roots():
         visit(root)
+    tops = _inside_steps(tops, dev)
     tops.sort(key=lambda n: (n.rf_id, n.id))
     is_comm = _CommTest(not has_dispatch_ops(et.nodes.values()))
     with_comm = _subtrees_with_comm(et, is_comm)
@@ -80,6 +81,16 @@ class _CommTest:
 
     def __call__(self, node: EtNode) -> bool:
         return is_comm_op(node, self.backend_records)
+
+
+def _inside_steps(tops: list[EtNode], dev: DeviceTrace) -> list[EtNode]:
+    """With ProfilerStep#N annotations, the step is what ran between the first one's start and the
+    last one's end, on any thread (the autograd thread's backward is under no annotation)."""
+    if not dev.steps:
+        return tops
+    start, end = min(s.start_ns for s in dev.steps), max(s.end_ns for s in dev.steps)
+    spans = ((n, dev.by_rf.get(n.rf_id)) for n in tops)
+    return [n for n, s in spans if s is None or (s.start_ns >= start and s.end_ns <= end)]
 
 
 def _subtrees_with_comm(et: ExecutionTrace, is_comm: _CommTest) -> set[int]:
