@@ -9,8 +9,8 @@ step K ends it stops and writes, in OUT:
 * ``device.{rank}.json``: the Kineto trace (device side, ``distributedInfo`` included);
 * ``step.{rank}.json``: the wall time of every step up to K, measured between hooks.
 
-``install_from_env`` reads ``DTSIM_COLLECT_STEP`` and ``DTSIM_COLLECT_OUT``; the ``sitecustomize``
-beside this package calls it in every Python process that ``python -m workload.collect run``
+``install_from_env`` reads ``DTSIM_COLLECT_STEP`` and ``DTSIM_COLLECT_OUT``; the ``sitecustomize`` that
+world.run_script writes calls it in every Python process that ``python -m workload.collect run``
 starts, so ``torchrun`` workers and ``mp.spawn`` children are profiled too. The rank is
 ``torch.distributed``'s when it is initialised, else ``$RANK``, else 0.
 """

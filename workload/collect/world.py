@@ -2,7 +2,8 @@
 
 ``collect_world`` starts N processes of workload.collect.ddp_worker (torch.distributed over
 127.0.0.1 on a free port, torchrun's environment variables) and ``run_script`` runs a user's
-command with the step hooks of step_hook.py in every Python process it starts. Both leave, in
+command with the step hooks of step_hook.py in every Python process it starts (through a
+``sitecustomize`` module on PYTHONPATH; a ``sitecustomize`` of the environment is shadowed). Both leave, in
 OUT, ``host.{rank}.json`` + ``device.{rank}.json`` per rank (for ``workload.convert pytorch``),
 ``step.{rank}.json`` and a ``collect.json`` with every rank's measured step time.
 
@@ -18,6 +19,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from network.files import write_atomic
@@ -25,8 +27,20 @@ from workload.collect.errors import ModelSpecError
 from workload.collect.step_hook import ENV_OUT, ENV_STEP, ENV_THREADS
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-_SITE = Path(__file__).resolve().parent / "_site"
 DEFAULT_THREADS = 1
+#: written to a temporary folder put first on PYTHONPATH: Python imports it in every process it starts
+SITECUSTOMIZE = '''"""Written by python -m workload.collect run: profile step K in every Python process."""
+import os
+import sys
+
+if os.environ.get("DTSIM_COLLECT_STEP"):
+    try:
+        from workload.collect.step_hook import install_from_env
+
+        install_from_env()
+    except Exception as exc:  # never break the user's process; say why nothing is recorded
+        print(f"workload.collect: step hooks not installed in {sys.argv[0] or 'python'}: {exc}", file=sys.stderr)
+'''
 
 
 def free_port() -> int:
@@ -35,9 +49,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(out: Path, step: int, threads: int | None, site: bool) -> dict[str, str]:
+def _env(out: Path, step: int, threads: int | None, site: str | None) -> dict[str, str]:
     env = dict(os.environ)
-    paths = ([str(_SITE)] if site else []) + [str(_PACKAGE_ROOT)]
+    paths = ([site] if site else []) + [str(_PACKAGE_ROOT)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env.update({"PYTHONPATH": os.pathsep.join(paths), ENV_STEP: str(step), ENV_OUT: str(out.resolve())})
@@ -61,7 +75,7 @@ def collect_world(model: str, world: int, backend: str, batch_size: int, out: st
     port = free_port()
     procs = []
     for rank in range(world):
-        env = _env(out, iterations, threads, site=False)
+        env = _env(out, iterations, threads, site=None)
         env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         cmd = [sys.executable, "-m", "workload.collect.ddp_worker", "--model", model, "--batch-size",
@@ -97,7 +111,12 @@ def run_script(command: list[str], step: int, out: str | os.PathLike, threads: i
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, *command] if command[0].endswith(".py") else list(command)
-    code = subprocess.call(cmd, env=_env(out, step, threads, site=True))
+    with tempfile.TemporaryDirectory(prefix="dtsim-collect-") as site:
+        Path(site, "sitecustomize.py").write_text(SITECUSTOMIZE)
+        try:
+            code = subprocess.call(cmd, env=_env(out, step, threads, site=site))
+        except OSError as exc:
+            raise ModelSpecError(None, "run", f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
     # under torchrun each worker runs this launcher: it can vouch only for its own rank
     inside_launcher = "RANK" in os.environ
     world = None if inside_launcher else int(os.environ.get("WORLD_SIZE", "0") or 0) or None

@@ -61,7 +61,7 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         built.append(rg.build())
         stats.append(rg.stats)
         warnings += _warnings(r, dev, rg.stats)
-    _check_agree(built, groups, prefix)
+    _check_agree(built, groups, prefix, hosts)
     et_paths = [b.write(prefix, r) for r, b in enumerate(built)]
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     groups_path.write_text(json.dumps(groups.comm_groups(), indent=1) + "\n")
@@ -101,13 +101,14 @@ def _warnings(r: int, dev: DeviceTrace, s: RankStats) -> list[str]:
     return out
 
 
-def _check_agree(built: list, groups: ProcessGroups, prefix: Path) -> None:
-    """Every rank's collectives must pair with its peers' before we write anything."""
+def _check_agree(built: list, groups: ProcessGroups, prefix: Path, hosts: list[Path]) -> None:
+    """Every rank's collectives must pair with its peers' before we write anything (the error
+    names the rank's host trace, where the collective is missing or differs)."""
     with tempfile.TemporaryDirectory() as tmp:
         graphs = []
         for r, b in enumerate(built):
             g = load_graph(b.write(Path(tmp) / prefix.name, r))
-            g.path = f"{prefix}.{r}.et"
+            g.path = str(hosts[r])
             graphs.append(g)
         check_collectives_agree(graphs, {int(k): v for k, v in groups.comm_groups().items()})
 
