@@ -45,6 +45,7 @@ class StepProfiler:
         self.times: list[float] = []
         self.t_last = time.perf_counter()
         self.prof: Any = None
+        self.observer: Any = None
         self.annotation: Any = None
         self.rank: int | None = None
         self.handle: Any = None
@@ -81,8 +82,8 @@ class StepProfiler:
         self.rank = current_rank()
         self.out.mkdir(parents=True, exist_ok=True)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        observer = ExecutionTraceObserver().register_callback(str(self.out / f"host.{self.rank}.json"))
-        self.prof = profile(activities=activities, record_shapes=True, execution_trace_observer=observer)
+        self.observer = ExecutionTraceObserver().register_callback(str(self.out / f"host.{self.rank}.json"))
+        self.prof = profile(activities=activities, record_shapes=True, execution_trace_observer=self.observer)
         self.prof.start()
         # starting the profiler takes a while, and not as long on every rank: line the ranks up
         # again so that the step measures the model, not one rank waiting for another's profiler
@@ -99,6 +100,7 @@ class StepProfiler:
         self.annotation.__exit__(None, None, None)
         self._sync()
         self.prof.stop()
+        self.observer.unregister_callback()        # closes the JSON now, not when the object dies
         self.prof.export_chrome_trace(str(self.out / f"device.{self.rank}.json"))
         self.done = True
         self.handle.remove()
