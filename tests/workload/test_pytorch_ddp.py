@@ -134,12 +134,14 @@ def test_four_rank_gloo_step(tmp_path) -> None:
 def test_run_under_torchrun(tmp_path) -> None:
     import subprocess
 
+    from workload.collect.world import free_port
+
     script = tmp_path / "train.py"
     script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n"
                       "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                       + SCRIPT.replace("model = ", "model = DDP(").replace("Linear(64, 4))", "Linear(64, 4)))"))
     out = tmp_path / "traces"
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "0",
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
                     "-m", "workload.collect", "run", "--step", "2", "--out", str(out), "--", str(script), "3"],
                    check=True, capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
     _check_counts(_convert_and_simulate(out, 2, tmp_path), out, 2)
