@@ -72,6 +72,7 @@ def collect_world(model: str, world: int, backend: str, batch_size: int, out: st
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     threads = DEFAULT_THREADS if threads is None else threads
+    _clear_steps(out)
     port = free_port()
     procs = []
     for rank in range(world):
@@ -111,6 +112,8 @@ def run_script(command: list[str], step: int, out: str | os.PathLike, threads: i
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, *command] if command[0].endswith(".py") else list(command)
+    if "RANK" not in os.environ:               # under torchrun the other ranks' files are theirs
+        _clear_steps(out)
     with tempfile.TemporaryDirectory(prefix="dtsim-collect-") as site:
         Path(site, "sitecustomize.py").write_text(SITECUSTOMIZE)
         try:
@@ -122,6 +125,12 @@ def run_script(command: list[str], step: int, out: str | os.PathLike, threads: i
     world = None if inside_launcher else int(os.environ.get("WORLD_SIZE", "0") or 0) or None
     meta = {"command": command, "step": step, "threads_per_rank": threads, "exit_code": code}
     return code, write_collect_json(out, meta, world)
+
+
+def _clear_steps(out: Path) -> None:
+    """Step records of an earlier run in the same folder would count as ranks of this one."""
+    for old in out.glob("step.*.json"):
+        old.unlink()
 
 
 def write_collect_json(out: Path, meta: dict, world: int | None) -> dict:
