@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from network.files import write_atomic
 from workload.collect.execution_trace import execution_trace_from_doc
 from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
@@ -64,7 +65,7 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
     _check_agree(built, groups, prefix, hosts)
     et_paths = [b.write(prefix, r) for r, b in enumerate(built)]
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
-    groups_path.write_text(json.dumps(groups.comm_groups(), indent=1) + "\n")
+    write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
     steps = [max((s.dur_ns for s in dev.steps), default=None) for _, dev in pairs]
     return PyTorchConversion(prefix, ranks, et_paths, groups_path, stats, steps, warnings)
 

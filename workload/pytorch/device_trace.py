@@ -18,7 +18,7 @@ from typing import Any
 from workload.collect.profiler_trace import to_ns
 from workload.pytorch.errors import PyTorchTraceError
 
-_HOST_CATS = frozenset({"cpu_op", "operator", "user_annotation", "gpu_user_annotation"})
+_HOST_CATS = frozenset({"cpu_op", "operator", "user_annotation"})   # not gpu_user_annotation: GPU time
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
 
