@@ -291,3 +291,75 @@ def test_wrong_inputs_exit_2_naming_the_file_and_the_fix(nccl, tmp_path, capsys,
     err = capsys.readouterr().err
     assert expect in err and "Traceback" not in err
     assert not list(tmp_path.glob("out.*.et"))                     # nothing half-written
+
+
+# -- a host backend (gloo-shaped: no kernels, the backend's records on its own thread) ---------------
+
+def _gloo_pair(folder: Path, rank: int) -> None:
+    pid, tid = 200 + rank, 2000 + rank
+    h = _Host()
+    h.nodes.append({"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1,
+                    "inputs": {"values": [], "shapes": [], "types": []}, "outputs": {"values": [], "shapes": [], "types": []},
+                    "attrs": [{"name": "rf_id", "type": "uint64", "value": 0}]})
+    h.add(2, "[pytorch|profiler|execution_trace|thread]", 1, scope=7, rf=0)
+    ev: list[dict] = []
+    t = [0.0]
+
+    def op(nid: int, name: str, values: list, types: list, schema: str, dur: float = 20, backend: str | None = None,
+           outputs: dict | None = None) -> None:
+        rf = h.add(nid, name, 2, inputs={"values": values, "shapes": [[] for _ in values], "types": types},
+                   outputs=outputs, schema=f"{name}({schema}) -> ()")
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": tid, "ts": t[0], "dur": dur,
+                   "args": {"Record function id": rf}})
+        if backend:                      # gloo's record: a child in the ET, on gloo's thread in Kineto
+            brf = h.add(nid + 100, backend, nid, scope=7)
+            ev.append({"ph": "X", "cat": "user_annotation", "name": backend, "pid": pid, "tid": 9, "ts": t[0] + 5,
+                       "dur": 500, "args": {"Record function id": brf}})
+        t[0] += dur + 10
+
+    pg = "__torch__.torch.classes.c10d.ProcessGroup process_group"
+    op(3, "c10d::broadcast_", [[_tensor(1, 1, 1000)], "<Object>", 0], ["GenericList[Tensor(float)]", "Object", "Int"],
+       f"Tensor[] tensors, {pg}, int root_rank", backend="gloo:broadcast")
+    op(4, "c10d::_allgather_base_", [_tensor(2, 2, 512), _tensor(3, 3, 256), "<Object>"],
+       ["Tensor(float)", "Tensor(float)", "Object"], f"Tensor output_tensor, Tensor input_tensor, {pg}",
+       backend="gloo:all_gather")
+    op(5, "c10d::reduce_scatter_", [[_tensor(4, 4, 256)], [[_tensor(5, 5, 256), _tensor(6, 6, 256)]], "<Object>"],
+       ["GenericList[Tensor(float)]", "GenericList[GenericList[Tensor(float),Tensor(float)]]", "Object"],
+       f"Tensor[] output_tensors, Tensor[][] input_tensors, {pg}", backend="gloo:reduce_scatter")
+    op(6, "c10d::alltoall_base_", [_tensor(7, 7, 512), _tensor(8, 8, 512), "<Object>", [], []],
+       ["Tensor(float)", "Tensor(float)", "Object", "GenericList[]", "GenericList[]"],
+       f"Tensor output, Tensor input, {pg}, int[] output_split_sizes, int[] input_split_sizes",
+       backend="gloo:all_to_all")
+    peer = ("c10d::send", "int dst") if rank == 0 else ("c10d::recv_", "int src")
+    op(7, peer[0], [[_tensor(9, 9, 100, 2)], "<Object>", 1 - rank, 3], ["GenericList[Tensor(c10::BFloat16)]", "Object",
+       "Int", "Int"], f"Tensor[] tensors, {pg}, {peer[1]}, int tag")
+    op(8, "c10d::barrier", [_tensor(10, 10, 1), "<Object>"], ["Tensor(float)", "Object"], f"Tensor tensor, {pg}")
+    op(9, "aten::copy_", [_tensor(11, 11, 512), _tensor(2, 2, 512)], ["Tensor(float)", "Tensor(float)"],
+       "Tensor(a!) self, Tensor src", dur=1000)             # reads the all-gather's output: waits for it
+    (folder / f"host.{rank}.json").write_text(json.dumps({"schema": ET_SCHEMA, "pid": pid, "nodes": h.nodes}))
+    (folder / f"device.{rank}.json").write_text(json.dumps(
+        {"distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo",
+                             "pg_config": [{"pg_name": "0", "ranks": [0, 1], "pg_size": 2}]}, "traceEvents": ev}))
+
+
+def test_host_backend_collectives_keep_cpu_time_and_sizes(tmp_path, capsys) -> None:
+    for r in range(2):
+        _gloo_pair(tmp_path, r)
+    capsys.readouterr()
+    assert _convert(tmp_path, 2, tmp_path / "et" / "g") == 0
+    assert "1 BARRIER operation(s) are kept as host time only" in capsys.readouterr().err
+    for r in range(2):
+        g = load_graph(tmp_path / "et" / f"g.{r}.et")
+        comm = [n for n in g.nodes.values() if not n.is_cpu_op]
+        assert [(n.type, n.comm_type if n.type == pb.COMM_COLL_NODE else None, n.comm_size) for n in comm] == [
+            (pb.COMM_COLL_NODE, pb.BROADCAST, 4000), (pb.COMM_COLL_NODE, pb.ALL_GATHER, 1024),  # per-rank input
+            (pb.COMM_COLL_NODE, pb.REDUCE_SCATTER, 2048), (pb.COMM_COLL_NODE, pb.ALL_TO_ALL, 2048),  # whole input
+            (pb.COMM_SEND_NODE if r == 0 else pb.COMM_RECV_NODE, None, 200)]
+        assert (comm[-1].comm_src, comm[-1].comm_dst, comm[-1].comm_tag) == (0, 1, 3)
+        cpu = {n.name: n for n in g.nodes.values() if n.is_cpu_op}
+        assert "gloo:all_gather" not in cpu and cpu["c10d::_allgather_base_"].duration_ns == 30_000  # 20 us + 10 us since the last op
+        assert all(cpu[f"c10d::{k}"].id in n.parents for k, n in
+                   zip(("broadcast_", "_allgather_base_", "reduce_scatter_", "alltoall_base_"), comm))
+        assert comm[1].id in cpu["aten::copy_"].parents              # the host waits where the data is used
+    result = run_simulation(tmp_path / "et" / "g", _ring(tmp_path, 2))
+    assert all(w.is_finished for w in result.workloads)

@@ -81,7 +81,7 @@ def comm_op(node: EtNode, record_args: dict | None) -> CommOp:
     if node.name == "record_param_comms":
         kind = kind_of_name(str(rec.get("Collective name", ""))) or kind
     args = _named_args(node)
-    size = _bytes(_data_argument(args)) or _record_bytes(rec)
+    size = _bytes(_data_argument(args)) or record_bytes(rec)
     peer = _int_arg(args, ("dst", "dstrank", "src", "srcrank"))
     if peer is None:
         peer = _int_or_none(rec.get("Dst Rank" if kind == SEND else "Src Rank"))
@@ -132,7 +132,7 @@ def _bytes(value: Any) -> int:
     return sum(_bytes(v) for v in value)
 
 
-def _record_bytes(rec: dict) -> int:
+def record_bytes(rec: dict) -> int:
     nelems = _int_or_none(rec.get("In msg nelems"))
     itemsize = _DTYPE_BYTES.get(str(rec.get("dtype", "")).lower().replace("torch.", ""))
     return nelems * itemsize if nelems and itemsize else 0

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from workload.builder import GraphBuilder
-from workload.pytorch.comm_ops import RECV, SEND, SIMULATED, CommOp, comm_op, kind_of_name, _record_bytes
+from workload.pytorch.comm_ops import RECV, SEND, SIMULATED, CommOp, comm_op, kind_of_name, record_bytes
 from workload.pytorch.device_trace import DeviceTrace, GpuEvent
 from workload.pytorch.groups import ProcessGroups
 from workload.pytorch.units import Unit, host_units
@@ -168,12 +168,12 @@ class RankGraph:
     def _nccl(self, u: Unit, ev: GpuEvent, comm: CommOp | None, count: int, deps: list[int]) -> int | None:
         from_kernel = kind_of_name(str(ev.args.get("Collective name", ""))) or kind_of_name(ev.name)
         if comm is None:        # a kernel no recognised operator launched: its own args say what it is
-            comm = CommOp(from_kernel or "", _record_bytes(ev.args), None, 0,
+            comm = CommOp(from_kernel or "", record_bytes(ev.args), None, 0,
                           None if ev.args.get("Process Group Name") is None else str(ev.args["Process Group Name"]))
         kind = comm.kind if comm.kind in SIMULATED or comm.kind in (SEND, RECV) else (from_kernel or comm.kind)
         if self.last_compute is not None:
             deps = [*deps, self.last_compute]
-        size = comm.size_bytes // max(1, count) or _record_bytes(ev.args)
+        size = comm.size_bytes // max(1, count) or record_bytes(ev.args)
         node = self._comm_node(ev.name, comm, kind, size, sorted(set(deps)))
         if node is not None:
             for s in u.storages:
