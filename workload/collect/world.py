@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from network.files import write_atomic
@@ -74,33 +75,49 @@ def collect_world(model: str, world: int, backend: str, batch_size: int, out: st
     threads = DEFAULT_THREADS if threads is None else threads
     _clear_steps(out)
     port = free_port()
-    procs = []
-    for rank in range(world):
-        env = _env(out, iterations, threads, site=None)
-        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        cmd = [sys.executable, "-m", "workload.collect.ddp_worker", "--model", model, "--batch-size",
-               str(batch_size), "--backend", backend, "--iterations", str(iterations), "--device", device]
-        cmd += (["--loss", loss] if loss else []) + (["--optimizer", optimizer] if optimizer else [])
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    failures = []
-    for rank, p in enumerate(procs):
-        try:
-            _, err = p.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise ModelSpecError(None, "--world", f"rank {rank} did not finish within {timeout_s:.0f} s") from None
-        if p.returncode != 0:
-            failures.append((rank, p.returncode, err.strip().splitlines()[-3:]))
-    if failures:
-        rank, code, tail = failures[0]
-        if code == 2:
-            raise ModelSpecError(None, "--model", " ".join(tail).removeprefix("error: "))
-        raise RuntimeError(f"rank {rank} exited {code}: {' | '.join(tail)}")
+    with tempfile.TemporaryDirectory(prefix="dtsim-world-") as logs:
+        procs = []
+        for rank in range(world):
+            env = _env(out, iterations, threads, site=None)
+            env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            cmd = [sys.executable, "-m", "workload.collect.ddp_worker", "--model", model, "--batch-size",
+                   str(batch_size), "--backend", backend, "--iterations", str(iterations), "--device", device]
+            cmd += (["--loss", loss] if loss else []) + (["--optimizer", optimizer] if optimizer else [])
+            log = open(Path(logs) / f"rank{rank}.log", "w+")
+            procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        _wait_all(procs, timeout_s)
     meta = {"model": model, "world": world, "backend": backend, "batch_size": batch_size, "device": device,
             "iterations": iterations, "threads_per_rank": threads}
     return write_collect_json(out, meta, world)
+
+
+def _wait_all(procs: list, timeout_s: float) -> None:
+    """Wait for every rank; the first one that fails ends the others (they would wait for it forever)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while any(p.poll() is None for p, _ in procs):
+            failed = [(r, p) for r, (p, _) in enumerate(procs) if p.returncode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    finally:
+        for p, _ in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    failed = [(r, p.returncode, log) for r, (p, log) in enumerate(procs) if p.returncode != 0]
+    if not failed:
+        return
+    rank, code, log = min(failed, key=lambda f: (f[1] < 0, f[0]))    # a rank that failed, not one we killed
+    log.seek(0)
+    tail = [line for line in log.read().splitlines() if line.strip()][-3:]
+    if code == 2:                                  # the worker printed an InputError: pass it on as it is
+        message = (tail[-1] if tail else "").removeprefix("error: ").removeprefix("<command line>: ")
+        raise ModelSpecError(None, "", message)
+    if code < 0:
+        raise ModelSpecError(None, "--world", f"the ranks did not finish within {timeout_s:.0f} s")
+    raise RuntimeError(f"rank {rank} exited {code}: {' | '.join(tail)}")
 
 
 def run_script(command: list[str], step: int, out: str | os.PathLike, threads: int | None = None) -> tuple[int, dict]:
