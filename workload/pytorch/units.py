@@ -17,6 +17,7 @@ CPU slot, so the host threads' work is one chain.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 
 from workload.collect.execution_trace import EtNode, ExecutionTrace
@@ -55,7 +56,9 @@ def host_units(et: ExecutionTrace, dev: DeviceTrace) -> list[Unit]:
                 tops.append(child)
 
     for root in et.thread_roots():
+        first = len(tops)
         visit(root)
+        tops[first:] = _on_own_thread(tops[first:], dev)
     tops = _inside_steps(tops, dev)
     tops.sort(key=lambda n: (n.rf_id, n.id))
     is_comm = _CommTest(not has_dispatch_ops(et.nodes.values()))
@@ -81,6 +84,17 @@ class _CommTest:
 
     def __call__(self, node: EtNode) -> bool:
         return is_comm_op(node, self.backend_records)
+
+
+def _on_own_thread(tops: list[EtNode], dev: DeviceTrace) -> list[EtNode]:
+    """The operators of one ET thread that ran on its thread. The ET files a record under the
+    thread whose op was open when it started; gloo starts ``gloo:all_reduce`` on its own threads,
+    and Kineto, which saw it run there, says so: that is not this thread's host time."""
+    threads = Counter(s.thread for s in (dev.by_rf.get(n.rf_id) for n in tops) if s is not None)
+    if not threads:
+        return tops
+    own = threads.most_common(1)[0][0]
+    return [n for n in tops if (s := dev.by_rf.get(n.rf_id)) is None or s.thread == own]
 
 
 def _inside_steps(tops: list[EtNode], dev: DeviceTrace) -> list[EtNode]:
