@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 from network.files import write_atomic
 from workload.collect.execution_trace import execution_trace_from_doc
 from workload.consistency import check_collectives_agree
-from workload.graph import load_graph
+from chakra_proto import et_def_pb2 as pb
+from workload.graph import Graph, Node
 from workload.pytorch.device_trace import DeviceTrace, device_trace_from_doc
 from workload.pytorch.errors import PyTorchTraceError
 from workload.pytorch.files import DEVICE, HOST, load_json, rank_paths
@@ -62,7 +62,7 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         built.append(rg.build())
         stats.append(rg.stats)
         warnings += _warnings(r, dev, rg.stats)
-    _check_agree(built, groups, prefix, hosts)
+    _check_agree(built, groups, hosts)
     et_paths = [b.write(prefix, r) for r, b in enumerate(built)]
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
@@ -102,16 +102,26 @@ def _warnings(r: int, dev: DeviceTrace, s: RankStats) -> list[str]:
     return out
 
 
-def _check_agree(built: list, groups: ProcessGroups, prefix: Path, hosts: list[Path]) -> None:
+def _check_agree(built: list, groups: ProcessGroups, hosts: list[Path]) -> None:
     """Every rank's collectives must pair with its peers' before we write anything (the error
     names the rank's host trace, where the collective is missing or differs)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        graphs = []
-        for r, b in enumerate(built):
-            g = load_graph(b.write(Path(tmp) / prefix.name, r))
-            g.path = str(hosts[r])
-            graphs.append(g)
-        check_collectives_agree(graphs, {int(k): v for k, v in groups.comm_groups().items()})
+    graphs = [Graph(str(hosts[r]), _collectives(b), None) for r, b in enumerate(built)]
+    check_collectives_agree(graphs, {int(k): v for k, v in groups.comm_groups().items()})
+
+
+def _collectives(b) -> dict[int, Node]:
+    """The collective nodes of a built graph, as the cross-rank check reads them."""
+    out = {}
+    for raw in b.nodes:
+        if raw.type != pb.COMM_COLL_NODE:
+            continue
+        attrs = {a.name: a for a in raw.attr}
+        n = Node()
+        n.id, n.name, n.type, n.parents = raw.id, raw.name, raw.type, []
+        n.comm_type, n.comm_size = attrs["comm_type"].int64_val, attrs["comm_size"].int64_val
+        n.pg_name = attrs["pg_name"].string_val if "pg_name" in attrs else ""
+        out[n.id] = n
+    return out
 
 
 def summary_lines(c: PyTorchConversion) -> list[str]:
