@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,9 +132,3 @@ def summary_lines(c: PyTorchConversion) -> list[str]:
                      f"{colls}{step}")
     return lines
 
-
-def total_collectives(c: PyTorchConversion) -> Counter:
-    out: Counter = Counter()
-    for s in c.stats:
-        out.update(s.collectives)
-    return out
