@@ -18,6 +18,7 @@ from network.files import write_atomic
 from workload.collect.execution_trace import execution_trace_from_doc
 from workload.consistency import check_collectives_agree
 from chakra_proto import et_def_pb2 as pb
+from workload.errors import WorkloadError
 from workload.graph import Graph, Node
 from workload.pytorch.device_trace import DeviceTrace, device_trace_from_doc
 from workload.pytorch.errors import PyTorchTraceError
@@ -61,7 +62,15 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         built.append(rg.build())
         stats.append(rg.stats)
         warnings += _warnings(r, dev, rg.stats)
-    _check_agree(built, groups, hosts)
+    try:
+        _check_agree(built, groups, hosts)
+    except WorkloadError as exc:
+        if not any(st.no_group for st in stats):
+            raise
+        raise PyTorchTraceError(exc.path, exc.where, f"{exc.problem}. The backend recorded no process group "
+                                "for some collectives (gloo does not), and the job has groups other than the "
+                                "world, so those collectives were taken as the world's; to simulate such a job, trace it with a "
+                                "backend that records them (NCCL)") from None
     et_paths = [b.write(prefix, r) for r, b in enumerate(built)]
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
