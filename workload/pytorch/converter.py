@@ -69,8 +69,8 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
             raise
         raise PyTorchTraceError(exc.path, exc.where, f"{exc.problem}. The backend recorded no process group "
                                 "for some collectives (gloo does not), and the job has groups other than the "
-                                "world, so those collectives were taken as the world's; to simulate such a job, trace it with a "
-                                "backend that records them (NCCL)") from None
+                                "world, so those collectives were taken as the world's; to simulate such a "
+                                "job, trace it with a backend that records them (NCCL)") from None
     et_paths = [b.write(prefix, r) for r, b in enumerate(built)]
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
