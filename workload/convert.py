@@ -2,6 +2,8 @@
 
     python -m workload.convert triosim --trace-dir DIR --batch-size 128 [--batch-size-sim N] \\
         --dp N --tp N --pp N [--micro-batches N] [--dp-mode sync|ddp] -o OUT/PREFIX
+    python -m workload.convert pytorch --host-trace 'DIR/host.{rank}.json' \\
+        --device-trace 'DIR/device.{rank}.json' --ranks N -o OUT/PREFIX
 
 Exit codes: 0 done, 2 bad input (one paragraph on stderr naming the file, line and column, or
 the flag), 1 a bug in us.
@@ -14,6 +16,7 @@ import sys
 import traceback
 
 from network.errors import InputError
+from workload.pytorch.cli import add_pytorch_parser, run_pytorch
 from workload.triosim import add_layout_arguments, convert_triosim, layout_from_args
 
 
@@ -39,6 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="writes OUT/PREFIX.{rank}.et, .comm_groups.json and .layout.json")
     tri.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
     add_layout_arguments(tri)
+    add_pytorch_parser(sub)
     return parser.parse_args(argv)
 
 
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> ExitCode:
             return ExitCode.BAD_INPUT
         return ExitCode(e.code or 0) if e.code in (0, 2, None) else ExitCode.BAD_INPUT
     try:
+        if args.source == "pytorch":
+            return run_pytorch(args)
         result = convert_triosim(args.trace_dir, out_prefix=args.output, **layout_from_args(args))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -2,6 +2,8 @@
 
     python -m workload.collect --model MODULE:CALLABLE --batch-size 32 [--device cuda|cpu]
                                [--iterations N] --out DIR
+    python -m workload.collect --model MODULE:CALLABLE --batch-size 32 --world N --backend gloo|nccl --out DIR
+    python -m workload.collect run --step K --out DIR -- train.py ARGS     (also: -- torchrun ... train.py)
     python -m workload.collect convert --execution-trace ET.json --profiler-trace KINETO.json --out DIR
 
 ``main`` returns an exit code (0 ok, 1 internal error, 2 bad input) and never
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import enum
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -20,6 +23,7 @@ from network.errors import InputError
 from network.files import write_atomic
 from workload.collect.convert import TPFLAG_RULES, ConvertResult, convert_pair
 from workload.collect.spec import LOSSES, OPTIMIZERS
+from workload.collect.world import DEFAULT_THREADS, collect_world, run_script
 
 
 class ExitCode(enum.IntEnum):
@@ -44,7 +48,13 @@ def _collect_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=4,
                    help="training steps to run; the last one is profiled (default 4: 3 warm-up)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch intra-op threads (default: torch's); 1 gives steadier CPU times on a busy machine")
+                   help="torch intra-op threads per process (default 1: operator times then measure the "
+                        "model, not the contention of every rank's threads for the cores)")
+    p.add_argument("--world", type=int, default=None, metavar="N",
+                   help="train with DistributedDataParallel on N local processes and write host.{rank}.json "
+                        "and device.{rank}.json per rank (for 'python -m workload.convert pytorch')")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                   help="torch.distributed backend with --world (default gloo; nccl needs a GPU per rank)")
     p.add_argument("--loss", choices=LOSSES, default=None, help="default: the model's, else cross_entropy")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default: the model's, else adam")
     _common(p)
@@ -67,6 +77,21 @@ def _convert_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m workload.collect run",
+        description="Run an unmodified training script (or a launcher such as torchrun) and profile "
+                    "optimizer step K on every rank: writes host.{rank}.json, device.{rank}.json, "
+                    "step.{rank}.json and collect.json in --out.")
+    p.add_argument("--step", type=int, required=True, metavar="K", help="the optimizer step to profile (1-based)")
+    p.add_argument("--out", type=Path, default=Path("traces"), metavar="DIR", help="default: ./traces")
+    p.add_argument("--threads", type=int, default=None,
+                   help="set torch intra-op threads in every process (default: leave the script's choice)")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- train.py ARGS")
+    return p
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for tensor.csv, trace.csv")
     p.add_argument("--tpflag-rule", choices=TPFLAG_RULES, default="triosim",
@@ -78,16 +103,18 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> ExitCode | int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    is_convert = bool(argv) and argv[0] == "convert"
-    if argv and argv[0] in ("convert", "collect"):
+    mode = argv[0] if argv and argv[0] in ("convert", "collect", "run") else "collect"
+    if argv and argv[0] in ("convert", "collect", "run"):
         argv = argv[1:]
-    parser = _convert_parser() if is_convert else _collect_parser()
+    parser = {"convert": _convert_parser, "run": _run_parser}.get(mode, _collect_parser)()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:                  # argparse: usage error (2) or --help (0)
         return exc.code if isinstance(exc.code, int) else ExitCode.BAD_INPUT
     try:
-        _run_convert(args) if is_convert else _run_collect(args)
+        if mode == "run":
+            return _run_script(args)
+        _run_convert(args) if mode == "convert" else _run_collect(args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
@@ -107,9 +134,42 @@ def _run_convert(args: argparse.Namespace) -> None:
     _report(result)
 
 
+def _threads_note(threads: int | None, world: int) -> int:
+    chosen = DEFAULT_THREADS if threads is None else threads
+    how = "the default" if threads is None else "--threads"
+    print(f"threads: {chosen} intra-op thread(s) per process ({how}; {os.cpu_count()} cores, {world} "
+          f"process(es)); pass --threads N to change", file=sys.stderr)
+    return chosen
+
+
+def _run_script(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    code, meta = run_script(command, args.step, args.out, args.threads)
+    _print_world(args.out, meta)
+    return code
+
+
+def _print_world(out: Path, meta: dict) -> None:
+    for r in meta["ranks"]:
+        print(f"rank {r['rank']}: step {r['step']} took {r['profiled_step_wall_s'] * 1e3:.3f} ms "
+              f"(profiled; {r['threads']} thread(s))")
+    n = len(meta["ranks"])
+    print(f"wrote {out}/host.{{rank}}.json, device.{{rank}}.json for {n} rank(s) and collect.json; next:\n"
+          f"  python -m workload.convert pytorch --host-trace '{out}/host.{{rank}}.json' "
+          f"--device-trace '{out}/device.{{rank}}.json' --ranks {n} -o {out}/et/step")
+
+
 def _run_collect(args: argparse.Namespace) -> None:
+    if args.world is not None:
+        threads = _threads_note(args.threads, args.world)
+        meta = collect_world(args.model, args.world, args.backend, args.batch_size, args.out,
+                             iterations=args.iterations, threads=threads, device=args.device or "cpu",
+                             loss=args.loss, optimizer=args.optimizer)
+        _print_world(args.out, meta)
+        return
     from workload.collect.profile_step import collect     # imports torch
 
+    args.threads = _threads_note(args.threads, 1)
     done = collect(args.model, args.batch_size, args.out, device=args.device, iterations=args.iterations,
                    loss=args.loss, optimizer=args.optimizer, tpflag_rule=args.tpflag_rule, threads=args.threads)
     out = Path(args.out)

@@ -100,7 +100,24 @@ def outermost_operators(et: ExecutionTrace) -> list[EtOperator]:
     for root in et.thread_roots():
         visit(root, False)
     found.sort(key=lambda op: (op.node.rf_id, op.node.id))
-    return found
+    return _after_backward_is_backward(found)
+
+
+def _after_backward_is_backward(ops: list[EtOperator]) -> list[EtOperator]:
+    """Host work between the backward pass and the optimizer belongs to backward.
+
+    DDP's reducer finishes the backward pass after the last autograd function (waits for its
+    all-reduces, then ``aten::as_strided`` views and ``copy_bucket_to_grad``): by name those are
+    forward operators, but they run after backward, and TrioSim's order is forward, backward,
+    optimizer.
+    """
+    out, seen_backward = [], False
+    for op in ops:
+        seen_backward = seen_backward or op.stage == "backward"
+        if seen_backward and op.stage == "forward":
+            op = EtOperator(op.node, op.source, "backward")
+        out.append(op)
+    return out
 
 
 def _tensor_source(et: ExecutionTrace, node: EtNode) -> EtNode | None:

@@ -32,8 +32,9 @@ USER_SCOPE = 7
 THREAD_ROOT = "[pytorch|profiler|execution_trace|thread]"
 
 FLAT_SCHEMAS = frozenset({"1.0.1"})
-NESTED_SCHEMA = re.compile(r"^1\.(0\.[2-9]|1\.\d+)-chakra\.0\.0\.4$")
-SUPPORTED = "1.0.1 (PyTorch 2.0/2.1) or 1.0.2-chakra.0.0.4 ... 1.1.x-chakra.0.0.4 (PyTorch 2.2 and later)"
+NESTED_SCHEMA = re.compile(r"^1\.(0\.[2-9]|1\.\d+)-chakra\.(0\.0\.4|1\.0\.0)$")
+SUPPORTED = ("1.0.1 (PyTorch 2.0/2.1) or 1.0.2-chakra.0.0.4 ... 1.1.x-chakra.0.0.4 / 1.1.x-chakra.1.0.0 "
+             "(PyTorch 2.2 and later)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,11 @@ class ExecutionTrace:
 def load_execution_trace(path: str | os.PathLike) -> ExecutionTrace:
     """Read and check an ET file; raise ProfilerTraceError naming the file and the place."""
     path = Path(path)
-    doc = _read_json(path)
+    return execution_trace_from_doc(path, _read_json(path))
+
+
+def execution_trace_from_doc(path: Path, doc: Any) -> ExecutionTrace:
+    """Check an already parsed ET document (see load_execution_trace)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise ProfilerTraceError(path, "top level", "expected a JSON object with a 'nodes' list "
                                  "(a PyTorch ExecutionTraceObserver file)")

@@ -1,0 +1,150 @@
+"""From a real PyTorch DDP job to a simulation, on the CPU: collect N ranks, convert, simulate.
+
+``python -m workload.collect --world N --backend gloo`` trains a shipped model with DDP on N local
+processes and writes each rank's execution trace and Kineto trace; ``workload.convert pytorch``
+turns them into Chakra ETs; the simulator runs them on a fast ring. Needs torch (the collect
+extra). Each collection starts N Python processes that import torch (a few seconds each).
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from system.report import build_report  # noqa: E402
+from system.simulation import run_simulation  # noqa: E402
+from workload.collect.cli import main as collect_main  # noqa: E402
+from workload.convert import main as convert_main  # noqa: E402
+
+MODEL = "workload.collect.models:small_cnn"     # compute-heavy, 100 KB of gradients: the host time dominates
+
+
+def _collect(out: Path, world: int, batch: int = 16) -> str:
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = collect_main(["--model", MODEL, "--batch-size", str(batch), "--world", str(world), "--backend", "gloo",
+                             "--iterations", "2", "--out", str(out)])
+    assert code == 0, err.getvalue()
+    return err.getvalue()
+
+
+def _ring(tmp: Path, npus: int) -> Path:
+    p = tmp / f"ring{npus}.yml"
+    p.write_text(f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    return p
+
+
+def _convert_and_simulate(traces: Path, world: int, tmp: Path) -> dict:
+    prefix = tmp / "et" / "step"
+    assert convert_main(["pytorch", "--host-trace", str(traces / "host.{rank}.json"), "--device-trace",
+                         str(traces / "device.{rank}.json"), "--ranks", str(world), "-o", str(prefix)]) == 0
+    return build_report(run_simulation(prefix, _ring(tmp, world)))
+
+
+def _kineto(traces: Path, r: int) -> list[dict]:
+    return json.loads((traces / f"device.{r}.json").read_text())["traceEvents"]
+
+
+def _check_counts(report: dict, traces: Path, world: int) -> None:
+    """As many ALL_REDUCE per rank as its trace has gloo:all_reduce events (and BROADCAST as
+    gloo:broadcast: DDP re-sends its bucket order in the second iteration)."""
+    for r in range(world):
+        names = [e.get("name") for e in _kineto(traces, r)]
+        mine = [c["type"] for c in report["collectives"] if c["rank"] == r]
+        assert names.count("gloo:all_reduce") >= 1, r
+        assert mine.count("ALL_REDUCE") == names.count("gloo:all_reduce"), (r, mine)
+        assert mine.count("BROADCAST") == names.count("gloo:broadcast"), (r, mine)
+        assert len(mine) == names.count("gloo:all_reduce") + names.count("gloo:broadcast")
+
+
+@pytest.fixture(scope="module")
+def ddp2(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("ddp2")
+    return out, _collect(out, 2)
+
+
+def test_two_rank_gloo_step_simulates_coupled_and_close_to_measured(ddp2, tmp_path) -> None:
+    traces, err = ddp2
+    assert "threads: 1 intra-op thread(s) per process (the default" in err       # says what it chose
+    meta = json.loads((traces / "collect.json").read_text())
+    assert meta["threads_per_rank"] == 1 and [r["rank"] for r in meta["ranks"]] == [0, 1]
+    assert all(r["profiled"] and r["profiled_step_wall_s"] > 0 and r["threads"] == 1 for r in meta["ranks"])
+    report = _convert_and_simulate(traces, 2, tmp_path)
+    _check_counts(report, traces, 2)
+    last = [max((c for c in report["collectives"] if c["rank"] == r), key=lambda c: c["end_cycles"]) for r in (0, 1)]
+    assert abs(last[0]["end_cycles"] - last[1]["end_cycles"]) <= 10_000         # the ranks are coupled
+    steps = [max(e["dur"] for e in _kineto(traces, r) if str(e.get("name", "")).startswith("ProfilerStep#"))
+             for r in (0, 1)]
+    end_us = report["totals"]["end_cycles"] / 1e3
+    assert abs(end_us - max(steps)) <= 0.25 * max(steps), (end_us, steps)
+
+
+def test_cpu_times_of_a_ddp_trace_convert_to_triosim_ddp(ddp2, tmp_path) -> None:
+    traces, _ = ddp2
+    csvs = tmp_path / "tri"
+    with redirect_stderr(io.StringIO()):
+        assert collect_main(["convert", "--execution-trace", str(traces / "host.0.json"), "--profiler-trace",
+                             str(traces / "device.0.json"), "--cpu-times", "--out", str(csvs)]) == 0
+    stages = [line.rsplit(",", 2)[1] for line in (csvs / "trace.csv").read_text().splitlines()[1:]]
+    assert "forward" not in stages[stages.index("backward"):]          # DDP's post-backward ops are backward
+    assert convert_main(["triosim", "--trace-dir", str(csvs), "--batch-size", "16", "--dp", "2",
+                         "--dp-mode", "ddp", "-o", str(tmp_path / "et" / "dp2")]) == 0
+
+
+SCRIPT = """
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 32)
+for _ in range(int(sys.argv[1])):
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def test_run_profiles_step_k_of_an_unmodified_script(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "traces"
+    with redirect_stderr(io.StringIO()):
+        assert collect_main(["run", "--step", "2", "--out", str(out), "--", str(script), "3"]) == 0
+    meta = json.loads((out / "collect.json").read_text())
+    assert [(r["rank"], r["step"], r["steps_run"], r["profiled"]) for r in meta["ranks"]] == [(0, 2, 2, True)]
+    assert any(e.get("name") == "ProfilerStep#2" for e in _kineto(out, 0))
+    assert convert_main(["pytorch", "--host-trace", str(out / "host.{rank}.json"), "--device-trace",
+                         str(out / "device.{rank}.json"), "--ranks", "1", "-o", str(tmp_path / "et" / "s")]) == 0
+
+
+@pytest.mark.slow
+def test_four_rank_gloo_step(tmp_path) -> None:
+    traces = tmp_path / "ddp4"
+    _collect(traces, 4, batch=8)
+    report = _convert_and_simulate(traces, 4, tmp_path)
+    _check_counts(report, traces, 4)
+    ends = [max(c["end_cycles"] for c in report["collectives"] if c["rank"] == r) for r in range(4)]
+    assert max(ends) - min(ends) <= 10_000                                       # coupled
+
+
+@pytest.mark.slow
+def test_run_under_torchrun(tmp_path) -> None:
+    import subprocess
+
+    from workload.collect.world import free_port
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n"
+                      "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                      + SCRIPT.replace("model = ", "model = DDP(").replace("Linear(64, 4))", "Linear(64, 4)))"))
+    out = tmp_path / "traces"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+                    "-m", "workload.collect", "run", "--step", "2", "--out", str(out), "--", str(script), "3"],
+                   check=True, capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    _check_counts(_convert_and_simulate(out, 2, tmp_path), out, 2)

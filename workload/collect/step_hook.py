@@ -1,0 +1,145 @@
+"""Profile optimizer step K of any training script, on every rank, without touching its code.
+
+A global optimizer step post-hook (``torch.optim.optimizer.register_optimizer_step_post_hook``)
+counts the steps of the first optimizer that steps; when step K-1 ends it starts
+``torch.profiler`` with an ``ExecutionTraceObserver`` and a ``ProfilerStep#K`` annotation, when
+step K ends it stops and writes, in OUT:
+
+* ``host.{rank}.json``: the execution trace (host side);
+* ``device.{rank}.json``: the Kineto trace (device side, ``distributedInfo`` included);
+* ``step.{rank}.json``: the wall time of every step up to K, measured between hooks.
+
+``install_from_env`` reads ``DTSIM_COLLECT_STEP`` and ``DTSIM_COLLECT_OUT``; the ``sitecustomize`` that
+world.run_script writes calls it in every Python process that ``python -m workload.collect run``
+starts, so ``torchrun`` workers and ``mp.spawn`` children are profiled too. The rank is
+``torch.distributed``'s when it is initialised, else ``$RANK``, else 0.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+ENV_STEP, ENV_OUT, ENV_THREADS = "DTSIM_COLLECT_STEP", "DTSIM_COLLECT_OUT", "DTSIM_COLLECT_THREADS"
+
+
+def current_rank() -> int:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+class StepProfiler:
+    """Profiles the step-th optimizer step (1-based) of this process."""
+
+    def __init__(self, step: int, out_dir: str | os.PathLike) -> None:
+        if step < 1:
+            raise ValueError("step must be at least 1")
+        self.step, self.out = step, Path(out_dir)
+        self.count, self.first = 0, None
+        self.times: list[float] = []
+        self.t_last = time.perf_counter()
+        self.prof: Any = None
+        self.observer: Any = None
+        self.annotation: Any = None
+        self.rank: int | None = None
+        self.handle: Any = None
+        self.done = False
+
+    def install(self) -> "StepProfiler":
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self.handle = register_optimizer_step_post_hook(self._after_step)
+        atexit.register(self._at_exit)
+        if self.step == 1:
+            self._start()
+        return self
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.first is None:
+            self.first = id(optimizer)
+        if id(optimizer) != self.first or self.done:
+            return
+        self._sync()
+        now = time.perf_counter()
+        self.times.append(now - self.t_last)
+        self.t_last = now
+        self.count += 1
+        if self.count == self.step - 1:
+            self._start()
+        elif self.count == self.step:
+            self._stop()
+
+    def _start(self) -> None:
+        import torch
+        from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+
+        self.rank = current_rank()
+        self.out.mkdir(parents=True, exist_ok=True)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        self.observer = ExecutionTraceObserver().register_callback(str(self.out / f"host.{self.rank}.json"))
+        self.prof = profile(activities=activities, record_shapes=True, execution_trace_observer=self.observer)
+        self.prof.start()
+        # starting the profiler takes a while, and not as long on every rank: line the ranks up
+        # again so that the step measures the model, not one rank waiting for another's profiler
+        # (the barrier lies before the ProfilerStep annotation, which bounds the step)
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+        self.annotation = torch.autograd.profiler.record_function(f"ProfilerStep#{self.step}")
+        self.annotation.__enter__()
+        self.t_last = time.perf_counter()
+
+    def _stop(self) -> None:
+        self.annotation.__exit__(None, None, None)
+        self._sync()
+        self.prof.stop()
+        self.observer.unregister_callback()        # closes the JSON now, not when the object dies
+        self.prof.export_chrome_trace(str(self.out / f"device.{self.rank}.json"))
+        self.done = True
+        self.handle.remove()
+        self._write_steps()
+
+    def _write_steps(self) -> None:
+        import torch
+
+        rank = self.rank if self.rank is not None else current_rank()
+        record = {"rank": rank, "step": self.step, "steps_run": self.count, "profiled": self.done,
+                  "step_wall_s": [round(t, 6) for t in self.times],
+                  "profiled_step_wall_s": round(self.times[self.step - 1], 6) if self.done else None,
+                  "threads": torch.get_num_threads(), "torch": torch.__version__, "pid": os.getpid()}
+        path = self.out / f"step.{rank}.json"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        os.replace(tmp, path)
+
+    def _at_exit(self) -> None:
+        if not self.done and self.count:       # the script stopped early: say how far it got
+            if self.prof is not None:
+                self.prof.stop()
+            self._write_steps()
+
+    @staticmethod
+    def _sync() -> None:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+
+def install_from_env() -> StepProfiler | None:
+    step = os.environ.get(ENV_STEP)
+    if not step:
+        return None
+    threads = os.environ.get(ENV_THREADS)
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    return StepProfiler(int(step), os.environ.get(ENV_OUT) or ".").install()

@@ -1,0 +1,181 @@
+"""One rank's Chakra graph from its host units (units.py) and device events.
+
+* every unit is a CPU COMP node (``is_cpu_op``) with its measured time; the units form one chain,
+  in start order;
+* GPU kernels, memcpys and memsets are COMP nodes with their measured durations; each depends on
+  the CPU node that launched it and on the previous event of its stream;
+* an NCCL kernel is the collective (or send/recv) of the communication operator that launched it,
+  on the communication slot: it also waits for the last compute kernel launched before it (NCCL's
+  stream waits on the current stream) and overlaps the compute that follows, as it did;
+* a communication operator that launched no kernel (gloo, MPI: the backend's own threads do the
+  work) is a collective node after its CPU node; the launching operator keeps its own CPU time;
+* the wait lands where the data is used (data flow by tensor storage): the first later unit that
+  touches a tensor of a host-side collective waits for it on the CPU; for an NCCL collective the
+  first kernel of such a unit waits for it on the device;
+* a host wait for the device (``cudaStreamSynchronize``, ...) splits its unit: the part after the
+  wait depends on the last event of every stream, and the wait itself is not CPU time.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from workload.builder import GraphBuilder
+from workload.pytorch.comm_ops import RECV, SEND, SIMULATED, CommOp, comm_op, kind_of_name, record_bytes
+from workload.pytorch.device_trace import DeviceTrace, GpuEvent
+from workload.pytorch.groups import ProcessGroups
+from workload.pytorch.units import Unit, host_units
+from workload.collect.execution_trace import ExecutionTrace
+
+_NAME_MAX = 160
+
+
+@dataclass
+class RankStats:
+    cpu_nodes: int = 0
+    gpu_nodes: int = 0
+    collectives: Counter = field(default_factory=Counter)
+    unmatched_ops: int = 0
+    unlaunched_kernels: int = 0
+    skipped_comms: Counter = field(default_factory=Counter)
+    no_group: int = 0
+    cpu_ns: int = 0
+
+
+class RankGraph:
+    def __init__(self, rank: int, host: ExecutionTrace, dev: DeviceTrace, groups: ProcessGroups) -> None:
+        self.rank, self.host, self.dev, self.groups = rank, host, dev, groups
+        self.b = GraphBuilder()
+        self.stats = RankStats()
+        self.last_cpu: int | None = None
+        self.last_on_stream: dict = {}
+        self.last_compute: int | None = None
+        self.host_pending: dict[int, int] = {}      # storage -> collective node the host must wait for
+        self.device_pending: dict[int, int] = {}    # storage -> NCCL collective node
+
+    def build(self) -> GraphBuilder:
+        units = host_units(self.host, self.dev)
+        self.stats.unmatched_ops = sum(u.span is None for u in units)
+        kernels: dict = {}
+        for ev in self.dev.gpu:
+            kernels.setdefault(ev.correlation, []).append(ev)
+        launched = 0
+        for u in units:
+            mine = [(t, ev) for t, c in u.launches for ev in kernels.get(c, ())]
+            launched += len(mine)
+            self._unit(u, mine)
+        self.stats.unlaunched_kernels = len(self.dev.gpu) - launched
+        return self.b
+
+    # -- one unit --------------------------------------------------------------------------------
+    def _unit(self, u: Unit, kernels: list[tuple[int, GpuEvent]]) -> None:
+        wait_ns = sum(s.dur_ns for s in u.syncs)
+        split_at = u.syncs[-1].start_ns if u.syncs else None
+        pre_ns = u.cpu_ns
+        if split_at is not None and u.span is not None:
+            pre_ns = min(u.cpu_ns, max(0, split_at - u.span.start_ns - (wait_ns - u.syncs[-1].dur_ns)))
+        deps = self._host_waits(u)
+        if not deps:
+            pre_ns += u.gap_ns
+        cpu = self._cpu(u.name, pre_ns, deps)
+        comm = self._comm_op(u) if u.is_comm else None
+        nccl = [ev for _, ev in kernels if ev.is_nccl()]
+        if comm is not None and not nccl:
+            self._host_collective(u, comm, cpu)
+        launcher, post_done = cpu, split_at is None
+        for t, ev in kernels:
+            if not post_done and t >= split_at:
+                launcher, post_done = self._after_wait(u, pre_ns, wait_ns), True
+            self._gpu(u, ev, launcher, comm, len(nccl))
+        if not post_done:
+            self._after_wait(u, pre_ns, wait_ns)
+    def _cpu(self, name: str, dur_ns: int, deps: list[int]) -> int:
+        if self.last_cpu is not None:
+            deps = [self.last_cpu, *deps]
+        self.last_cpu = self.b.comp(name[:_NAME_MAX], dur_ns, deps, is_cpu_op=True)
+        self.stats.cpu_nodes += 1
+        self.stats.cpu_ns += dur_ns
+        return self.last_cpu
+
+    def _after_wait(self, u: Unit, pre_ns: int, wait_ns: int) -> int:
+        """The part of a unit after its host wait for the device: after every stream's last event."""
+        waits = sorted(set(self.last_on_stream.values()))
+        return self._cpu(f"{u.name} (after device sync)", max(0, u.cpu_ns - pre_ns - wait_ns), waits)
+
+    def _host_waits(self, u: Unit) -> list[int]:
+        found = {self.host_pending.pop(s) for s in u.storages if s in self.host_pending}
+        return sorted(found)
+
+    # -- communication ---------------------------------------------------------------------------
+    def _comm_op(self, u: Unit) -> CommOp | None:
+        rec = self._record_args(u)
+        op = comm_op(u.node, rec)
+        return op if op.kind else None
+
+    def _record_args(self, u: Unit) -> dict | None:
+        """Kineto args of the record_param_comms inside a communication operator (NCCL writes one)."""
+        stack = [u.node]
+        while stack:
+            n = stack.pop()
+            if n.name == "record_param_comms":
+                span = self.dev.by_rf.get(n.rf_id)
+                if span is not None and span.args:
+                    return span.args
+            stack.extend(self.host.kids(n))
+        return None
+
+    def _host_collective(self, u: Unit, comm: CommOp, cpu: int) -> None:
+        node = self._comm_node(u.name, comm, comm.kind, comm.size_bytes, [cpu])
+        if node is not None:
+            for s in u.storages:
+                self.host_pending[s] = node
+
+    def _comm_node(self, name: str, comm: CommOp, kind: str, size: int, deps: list[int]) -> int | None:
+        pg = self.groups.pg_attr(comm.group_name)
+        if comm.group_name is None and self.groups.non_world():
+            self.stats.no_group += 1
+        if kind in (SEND, RECV):
+            if comm.peer is None:
+                self.stats.skipped_comms[f"{kind} without a peer"] += 1
+                return None
+            peer = self.groups.global_rank(comm.group_name, comm.peer)
+            self.stats.collectives[kind] += 1
+            if kind == SEND:
+                return self.b.send(name[:_NAME_MAX], self.rank, peer, max(1, size), comm.tag, deps)
+            return self.b.recv(name[:_NAME_MAX], peer, self.rank, max(1, size), comm.tag, deps)
+        if kind not in SIMULATED:
+            self.stats.skipped_comms[kind] += 1
+            return None
+        self.stats.collectives[kind] += 1
+        return self.b.collective(name[:_NAME_MAX], SIMULATED[kind], max(1, size), deps, pg_name=pg)
+
+    # -- the device ------------------------------------------------------------------------------
+    def _gpu(self, u: Unit, ev: GpuEvent, launcher: int, comm: CommOp | None, nccl_count: int) -> None:
+        deps = [launcher]
+        prev = self.last_on_stream.get(ev.stream)
+        if prev is not None:
+            deps.append(prev)
+        if ev.is_nccl():
+            node = self._nccl(u, ev, comm, nccl_count, deps)
+        else:
+            found = {self.device_pending.pop(s) for s in u.storages if s in self.device_pending}
+            node = self.b.comp(ev.name[:_NAME_MAX], ev.dur_ns, deps + sorted(found))
+            self.last_compute = node
+            self.stats.gpu_nodes += 1
+        if node is not None:
+            self.last_on_stream[ev.stream] = node
+
+    def _nccl(self, u: Unit, ev: GpuEvent, comm: CommOp | None, count: int, deps: list[int]) -> int | None:
+        from_kernel = kind_of_name(str(ev.args.get("Collective name", ""))) or kind_of_name(ev.name)
+        if comm is None:        # a kernel no recognised operator launched: its own args say what it is
+            comm = CommOp(from_kernel or "", record_bytes(ev.args), None, 0,
+                          None if ev.args.get("Process Group Name") is None else str(ev.args["Process Group Name"]))
+        kind = comm.kind if comm.kind in SIMULATED or comm.kind in (SEND, RECV) else (from_kernel or comm.kind)
+        if self.last_compute is not None:
+            deps = [*deps, self.last_compute]
+        size = comm.size_bytes // max(1, count) or record_bytes(ev.args)
+        node = self._comm_node(ev.name, comm, kind, size, sorted(set(deps)))
+        if node is not None:
+            for s in u.storages:
+                self.device_pending[s] = node
+        return node
