@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workload.builder import add_astra_sim_compatible_argument
 from workload.pytorch.converter import convert_pytorch, summary_lines
 
 
@@ -19,12 +20,14 @@ def add_pytorch_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ranks", required=True, type=int, metavar="N", help="number of ranks traced")
     p.add_argument("-o", "--output", required=True, metavar="OUT/PREFIX",
                    help="writes OUT/PREFIX.{rank}.et and OUT/PREFIX.comm_groups.json")
+    add_astra_sim_compatible_argument(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
 
 
 def run_pytorch(args: argparse.Namespace) -> int:
     """Convert, print the summary (stdout) and the warnings (stderr); errors propagate to the caller."""
-    result = convert_pytorch(args.host_trace, args.device_trace, args.ranks, args.output)
+    result = convert_pytorch(args.host_trace, args.device_trace, args.ranks, args.output,
+                             astra_sim_compatible=args.astra_sim_compatible)
     for line in summary_lines(result):
         print(line)
     for w in result.warnings:

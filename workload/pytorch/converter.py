@@ -39,7 +39,7 @@ class PyTorchConversion:
 
 
 def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
-                    out_prefix: str | os.PathLike) -> PyTorchConversion:
+                    out_prefix: str | os.PathLike, *, astra_sim_compatible: bool = False) -> PyTorchConversion:
     hosts = rank_paths(host_pattern, ranks, HOST)
     devices = rank_paths(device_pattern, ranks, DEVICE)
     pairs = []
@@ -71,7 +71,7 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
                                 "for some collectives (gloo does not), and the job has groups other than the "
                                 "world, so those collectives were taken as the world's; to simulate such a "
                                 "job, trace it with a backend that records them (NCCL)") from None
-    et_paths = [b.write(prefix, r) for r, b in enumerate(built)]
+    et_paths = [b.write(prefix, r, astra_sim_compatible=astra_sim_compatible) for r, b in enumerate(built)]
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
     steps = [max((s.dur_ns for s in dev.steps), default=None) for _, dev in pairs]
