@@ -19,7 +19,7 @@ SHARED = ROOT.parent / "shared"
 EXAMPLES = ROOT / "examples"
 # CI installs every extra (README, .ci/run): there a missing one is a broken setup, not a reason to skip
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-NO_SHARED = (f"no ../shared beside this checkout ({SHARED_ANCHORS} is missing): the cross-checks "
+NO_SHARED = (f"no ../shared beside this checkout ({SHARED} is missing): the cross-checks "
              "against the original ASTRA-sim/TrioSim anchor files are an extra layer")
 
 

@@ -83,6 +83,7 @@ def test_aware_matches_astra_sim(case, anchors, tmp_path, monkeypatch, capsys):
         expected = case["per_rank_cycles"]
     data = json.loads(report.read_text())
     assert data["backend"] == "congestion-aware"
+    assert data["inputs"]["symmetric_fast_path"] is False
     assert [r["finish_cycles"] for r in data["ranks"]] == expected
 
 
