@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, IN_CI, ROOT, need
 from workload.builder import GraphBuilder
 
 from dtsim_tools import sweep
@@ -49,7 +49,8 @@ def local_sweep(tmp_path_factory) -> tuple[Path, list[dict[str, str]]]:
         import matplotlib  # noqa: F401
         argv += ["--plot", str(d / "out.png")]
     except ImportError:
-        pass
+        if IN_CI:  # CI installs the plot extra: a sweep without its plot would hide that
+            raise
     assert sweep.main(argv) == sweep.ExitCode.OK
     return grid, _rows(d / "out.csv")
 
@@ -82,7 +83,7 @@ def test_physics_more_bandwidth_never_slower_more_npus_never_faster(local_sweep)
 
 
 def test_dask_cluster_gives_the_same_rows(local_sweep, tmp_path) -> None:
-    pytest.importorskip("dask.distributed")
+    need("dask.distributed", "dask")
     from dask.distributed import LocalCluster
 
     grid, local_rows = local_sweep
@@ -170,7 +171,7 @@ BAD_GRIDS = {  # case -> (how to break the small grid, the key the message must 
 
 @pytest.mark.parametrize("case", list(BAD_GRIDS))
 def test_bad_grid_exits_2_naming_file_and_key(case, tmp_path, capsys) -> None:
-    pytest.importorskip("matplotlib") if "plot y" in case else None
+    need("matplotlib", "plot") if "plot y" in case else None
     grid = yaml.safe_load(small_grid(tmp_path).read_text())
     breaks, key = BAD_GRIDS[case]
     breaks(grid)

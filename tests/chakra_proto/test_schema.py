@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need
 from chakra_proto import EtFormatError, decode_et_bytes, encode_et_bytes, et_def_pb2 as pb, read_et, write_et
 
 PROTO_DIR = Path(__file__).resolve().parents[2] / "chakra_proto"
@@ -15,7 +16,7 @@ PROTO_DIR = Path(__file__).resolve().parents[2] / "chakra_proto"
 
 def test_generated_module_matches_proto(tmp_path: Path) -> None:
     """Regenerate et_def_pb2.py from et_def.proto and compare the compiled descriptors."""
-    pytest.importorskip("grpc_tools")
+    need("grpc_tools", "test")
     r = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"--python_out={tmp_path}",
                         str(PROTO_DIR / "et_def.proto")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

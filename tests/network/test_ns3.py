@@ -7,19 +7,18 @@ whole module takes about 15 s on 2 cores.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from conftest import IN_CI, need
 from network.analytical.aware import CongestionAwareBackend
 from network.analytical.unaware import CongestionUnawareBackend
 from network.config import NetworkConfig
 from network.errors import NetworkConfigError, SimulationLimitError
 
-if importlib.util.find_spec("ns") is None:  # no 10 s import at collection time
-    pytest.skip("the ns3 package is not installed (pip install -e '.[ns3]')", allow_module_level=True)
+need("ns", "ns3", import_it=False)  # no 10 s import at collection time
 
 pytestmark = pytest.mark.ns3
 
@@ -35,8 +34,9 @@ def ns():
     try:
         loaded = load_ns()  # first, so that cling's harmless stderr lines are filtered
     except ImportError as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true and the ns3 package does not import: {exc}", pytrace=False)
         pytest.skip(f"the ns3 package does not import: {exc}")
-    pytest.importorskip("ns")
     return loaded
 
 

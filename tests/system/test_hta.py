@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("hta")
+from conftest import EXAMPLES, need
+
+need("hta", "analysis")
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
-from conftest import EXAMPLES  # noqa: E402
 from system.main import run_simulation  # noqa: E402
 from system.report import build_report  # noqa: E402
 from system.trace_export import write_traces  # noqa: E402

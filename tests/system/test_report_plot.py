@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import need, run_cli
 from system.main import main
 
 
 def test_plot_writes_a_png(example_args: list[str], tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     out = tmp_path / "figs" / "run.png"
     r = run_cli(*example_args, "--plot", str(out), "--quiet")
     assert r.returncode == 0, r.stderr

@@ -10,6 +10,7 @@ and the tpflag rules.
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import os
 import subprocess
@@ -18,22 +19,36 @@ from pathlib import Path
 
 import pytest
 
+from conftest import NO_SHARED
 from workload.collect import ProfilerTraceError, convert_pair
 from workload.collect.cli import main
 from workload.collect.triosim_format import TENSOR_HEADER, TRACE_HEADER, argument_kinds, format_us
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIOSIM = ROOT.parent / "shared" / "anchors" / "triosim"
-VGG_ET = TRIOSIM / "tracer" / "data" / "graph" / "graph_vgg13-iter41.json"
-VGG_KINETO = TRIOSIM / "tracer" / "data" / "profiler" / "profiler_vgg13-iter41.json"
-VGG_REFERENCE = TRIOSIM / "derived" / "vgg13-bs512-h100-regenerated"
+# TrioSim's pair and its converter's output (README there); the JSON files are stored gzipped
+VGG_REFERENCE = ROOT / "tests" / "data" / "triosim_vgg13_bs512"
+VGG_NAMES = ("graph_vgg13-iter41.json", "profiler_vgg13-iter41.json")
+BS128_SAMPLE = ROOT / "examples" / "triosim" / "vgg13"   # TrioSim's shipped sample_trace (byte copy)
+SHARED_TRIOSIM = ROOT.parent / "shared" / "anchors" / "triosim"
 
 
 @pytest.fixture(scope="module")
-def vgg_pair() -> tuple[Path, Path]:
-    if not VGG_ET.is_file():
-        pytest.fail(f"TrioSim anchors missing at {TRIOSIM}; clone ../shared beside the repo as CI does")
-    return VGG_ET, VGG_KINETO
+def vgg_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("vgg13")
+    for name in VGG_NAMES:
+        (d / name).write_bytes(gzip.decompress((VGG_REFERENCE / f"{name}.gz").read_bytes()))
+    return d / VGG_NAMES[0], d / VGG_NAMES[1]
+
+
+def test_vgg13_data_equals_the_shared_anchors(vgg_pair) -> None:
+    if not SHARED_TRIOSIM.is_dir():
+        pytest.skip(NO_SHARED)
+    data = SHARED_TRIOSIM / "tracer" / "data"
+    shared = [data / kind / name for kind, name in zip(("graph", "profiler"), VGG_NAMES)]
+    assert [p.read_bytes() for p in vgg_pair] == [p.read_bytes() for p in shared]
+    derived = SHARED_TRIOSIM / "derived" / "vgg13-bs512-h100-regenerated"
+    for name in ("trace.csv", "tensor.csv"):
+        assert (VGG_REFERENCE / name).read_bytes() == (derived / name).read_bytes()
 
 
 # --------------------------------------------------------------------------- VGG-13, the real pair
@@ -62,7 +77,7 @@ def test_vgg13_nested_tpflag_rule_matches_triosims_shipped_sample(vgg_pair, tmp_
     """--tpflag-rule nested also flags a linear's AddmmBackward0, as TrioSim's bs128 sample does."""
     convert_pair(*vgg_pair, tmp_path, tpflag_rule="nested")
     ours = _rows(tmp_path / "trace.csv")
-    sample = _rows(TRIOSIM / "sample_trace" / "trace2-h100-bs128" / "vgg13" / "trace.csv")
+    sample = _rows(BS128_SAMPLE / "trace.csv")
     assert [(r["OperatorName"], r["tpflag"]) for r in ours] == [(r["OperatorName"], r["tpflag"]) for r in sample]
     addmm = [r["tpflag"] for r in ours if r["OperatorName"].endswith("AddmmBackward0")]
     assert addmm == ["1", "1", "1"]

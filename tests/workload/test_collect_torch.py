@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import need
+
+torch = need("torch", "collect")
 
 from workload.collect.cli import main  # noqa: E402
 from workload.collect.triosim_format import TENSOR_HEADER, TRACE_HEADER  # noqa: E402
