@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import system
-from conftest import EXAMPLES, ROOT, run_cli
+from conftest import EXAMPLES, ROOT, need, run_cli
 from dtsim_tools import bench, compare_backends, sweep
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -62,7 +62,7 @@ def test_compare_by_default_runs_what_is_installed(monkeypatch, capsys) -> None:
                                          (["--json", "rows.csv"], "ending in .json"),
                                          (["--plot", "end.txt"], "'.txt'")])
 def test_compare_bad_input_is_exit_2_before_running(tmp_path: Path, capsys, extra, says) -> None:
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     extra = [str(tmp_path / a) if a.endswith((".csv", ".txt")) else a for a in extra]
     assert compare_backends.main([*EXAMPLE, *extra]) == 2
     out, err = capsys.readouterr()
@@ -70,7 +70,7 @@ def test_compare_bad_input_is_exit_2_before_running(tmp_path: Path, capsys, extr
 
 
 def test_sweep_checks_its_outputs_before_running(tmp_path: Path, capsys) -> None:
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     grid = str(EXAMPLES / "sweep" / "bandwidth_splits.yaml")
     assert sweep.main(["--grid", grid, "--out", str(tmp_path / "rows.txt"), "-q"]) == sweep.ExitCode.BAD_INPUT
     assert "ending in .csv" in capsys.readouterr().err

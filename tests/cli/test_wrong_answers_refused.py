@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, need
 from system.main import main
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 
@@ -58,7 +58,7 @@ def test_one_file_without_siblings_is_quiet(tmp_path: Path, capsys) -> None:
     ("--report", "", "is a folder"), ("--trace-out", "file.json", "a file exists there"),
 ])
 def test_outputs_are_refused_before_the_run(tmp_path: Path, capsys, example_args, flag, value, says) -> None:
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     (tmp_path / "file.json").write_text("{}")
     code, out, err = _run(capsys, *example_args, flag, str(tmp_path / value))
     assert code == 2 and out == ""  # nothing was simulated

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need
 from dtsim_tools.calibrate.cli import main
 from network.calibrate.nccl_tests import format_nccl_tests
 
@@ -76,7 +77,7 @@ def test_two_nodes_give_two_levels_from_the_rank_lines(tmp_path: Path, capsys) -
 
 
 def test_plot_is_written(tmp_path: Path, capsys) -> None:
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     sizes = SIZES[:3]
     out_png = tmp_path / "fit.png"
     assert main(["--nccl-tests", table(tmp_path, 4, sizes=sizes), "--npus", "4", "-o", str(tmp_path / "f"),

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import need  # noqa: E402
+
+torch = need("torch", "collect")
 
 from system.report import build_report  # noqa: E402
 from system.simulation import run_simulation  # noqa: E402
