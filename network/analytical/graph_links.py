@@ -37,6 +37,11 @@ class GraphFlows:
             route = self._paths[key] = tuple(self._link(lid) for lid in self._routes.path(src, dst, tag))
         return route
 
+    def count(self, src: int, dst: int, tag: int, size_bytes: int) -> None:
+        """Bytes of a flow whose path another backend follows (ns-3)."""
+        key = (src, dst, tag)
+        self._flow_bytes[key] = self._flow_bytes.get(key, 0) + size_bytes
+
     def delay_ns(self, src: int, dst: int, tag: int, size_bytes: int) -> int:
         key = (src, dst, tag)
         fb = self._flow_bytes
