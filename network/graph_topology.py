@@ -66,18 +66,18 @@ def link_class_stats(topology: GraphTopology, bytes_per_link: dict[int, int] | l
     classes = g.link_classes
     out: dict[str, dict[str, Any]] = {}
     for i, cls in enumerate(classes):
-        e = out.setdefault(cls, {"links": 0, "bytes": 0, "peak_utilisation": 0.0, "mean_utilisation": 0.0,
+        e = out.setdefault(cls, {"directed_links": 0, "bytes": 0, "peak_utilisation": 0.0, "mean_utilisation": 0.0,
                                  "bandwidth_gb_s": g.links[i].bandwidth_gb_s})
         cap = topology.link_bytes_per_ns[i] * end_ns
         for lid in (2 * i, 2 * i + 1):
             b = bytes_per_link.get(lid, 0) if isinstance(bytes_per_link, dict) else bytes_per_link[lid]
-            e["links"] += 1
+            e["directed_links"] += 1
             e["bytes"] += b
             u = b / cap if cap > 0 else 0.0
             e["mean_utilisation"] += u
             e["peak_utilisation"] = max(e["peak_utilisation"], u)
     for e in out.values():
-        e["mean_utilisation"] = e["mean_utilisation"] / e["links"] if e["links"] else 0.0
+        e["mean_utilisation"] = e["mean_utilisation"] / e["directed_links"] if e["directed_links"] else 0.0
         e["peak_utilisation"] = round(e["peak_utilisation"], 6)
         e["mean_utilisation"] = round(e["mean_utilisation"], 6)
     return out

@@ -2,9 +2,11 @@
 """Run one workload on every installed network backend and put the answers side by side.
 
     python scripts/compare_backends.py --workload W --network N.yaml [--system S.json] [--plot out.png]
+    python scripts/compare_backends.py --workload W --topology-file T.txt [--logical-dims 8,4] ...
 
 Per backend: end time, mean and max rank finish, mean exposed communication, wall time, and the
-relative difference of the end time against the congestion-unaware result. A backend whose
+relative difference of the end time against the congestion-unaware result; on a topology file,
+also the busiest link's utilisation per link class. A backend whose
 optional package is missing is listed as "not installed"; one that fails shows its error.
 """
 from __future__ import annotations
@@ -52,7 +54,7 @@ def compare(workload: str, network: str, system: str | None, backends: list[str]
         exposed = [x["exposed_comm_cycles"] for x in rep["ranks"]]
         row.update(status="ok", end_cycles=max(fin), mean_cycles=sum(fin) / len(fin), max_cycles=max(fin),
                    exposed_comm_cycles=sum(exposed) / len(exposed), wall_s=time.perf_counter() - t0,
-                   events=r.events)
+                   events=r.events, link_classes=rep["network"].get("link_classes"))
         rows.append(row)
     base = next((x for x in rows if x["backend"] == "congestion-unaware" and x["status"] == "ok"), None)
     for x in rows:
@@ -70,6 +72,10 @@ def format_table(rows: list[dict]) -> str:
             continue
         out.append(f"{x['backend']:<20} {x['end_cycles']:>12} {x['mean_cycles']:>12.0f} {x['max_cycles']:>12} "
                    f"{x['exposed_comm_cycles']:>13.0f} {x['wall_s']:>8.2f} {x.get('vs_unaware_pct', 0):>+10.1f}%")
+    for x in rows:
+        if x.get("link_classes"):
+            out.append(f"{x['backend']:<20} peak link utilisation: " + ", ".join(
+                f"{k} {100 * v['peak_utilisation']:.1f}%" for k, v in x["link_classes"].items()))
     return "\n".join(out)
 
 
@@ -93,7 +99,10 @@ def plot(rows: list[dict], path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", required=True)
-    ap.add_argument("--network", required=True)
+    net = ap.add_mutually_exclusive_group(required=True)
+    net.add_argument("--network")
+    net.add_argument("--topology-file", help="an ASTRA-sim / SimAI topology file instead of a network YAML")
+    ap.add_argument("--logical-dims", help="with --topology-file: logical dimensions, e.g. 8,4 (default: one)")
     ap.add_argument("--system")
     ap.add_argument("--backends", nargs="*", default=known_backends(), help="default: every known backend")
     ap.add_argument("--num-queues-per-dim", type=int, default=1)
@@ -102,7 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", help="draw the end times as a PNG (needs matplotlib)")
     a = ap.parse_args(argv)
     try:
-        rows = compare(a.workload, a.network, a.system, a.backends, num_queues_per_dim=a.num_queues_per_dim,
+        network = a.network
+        if a.topology_file:
+            from network.config import NetworkConfig
+
+            spec: dict = {"topology-file": str(Path(a.topology_file).resolve())}
+            if a.logical_dims:
+                spec["npus_count"] = [int(x) for x in a.logical_dims.split(",")]
+            network = NetworkConfig.from_dict(spec, None)
+        rows = compare(a.workload, network, a.system, a.backends, num_queues_per_dim=a.num_queues_per_dim,
                        comm_groups=a.comm_groups)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
