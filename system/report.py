@@ -273,9 +273,9 @@ def format_link_classes(report: dict[str, Any]) -> list[str]:
     classes = report["network"].get("link_classes") or {}
     if not classes:
         return []
-    out = [f"{'link class':>15}  {'links':>6}  {'GB/s':>8}  {'bytes':>10}  {'peak util':>9}  {'mean util':>9}"]
+    out = [f"{'link class':>15}  {'dir links':>9}  {'GB/s':>8}  {'bytes':>10}  {'peak util':>9}  {'mean util':>9}"]
     for name, c in classes.items():
-        out.append(f"{name:>15}  {c['directed_links']:>6}  {c['bandwidth_gb_s']:>8.4g}  {_bytes(c['bytes']):>10}  "
+        out.append(f"{name:>15}  {c['directed_links']:>9}  {c['bandwidth_gb_s']:>8.4g}  {_bytes(c['bytes']):>10}  "
                    f"{100 * c['peak_utilisation']:>8.1f}%  {100 * c['mean_utilisation']:>8.1f}%")
     return out
 
