@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from network.errors import NetworkConfigError
 from network.graph_topology import GraphTopology
 from network.ns3.wiring import link_rate_bps
 
@@ -24,6 +25,11 @@ class GraphWiring:
         self.nodes_count = g.nodes_count
         self.links = [(self.node_of[link.a], self.node_of[link.b], link_rate_bps(link.bandwidth_gb_s),
                        round(link.latency_ns)) for link in g.links]
+        for link, (_, _, bps, delay) in zip(g.links, self.links):  # ns-3: uint64 bit/s, int64 ns clock
+            if not 1 <= bps < 2**64 or delay > 1e12:
+                raise NetworkConfigError(g.path, f"line {link.line}" if link.line else "links", (
+                    f"link {link.a}-{link.b} ({link.bandwidth_gb_s:g} GB/s, {link.latency_ns:g} ns) is beyond the "
+                    "ns-3 backend's 1 to 2^64 bit/s and 1000 s per link"))
         self._routed: set[tuple[int, int]] = set()
 
     def build(self, fabric: Any, mtu: int, queue: int) -> None:
