@@ -47,7 +47,7 @@ class RouteTable:
             base = self._anchor.get(via)
             if base is None:
                 base = self._anchor[via] = self.graph.bfs(via)
-            return lambda n: 0 if n == dst_node else base[n] + 1
+            return lambda n: 0 if n == dst_node else (base[n] + 1 if base[n] >= 0 else -1)
         base = self._anchor.get(dst_node)
         if base is None:
             base = self._anchor[dst_node] = self.graph.bfs(dst_node)

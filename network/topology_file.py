@@ -111,7 +111,8 @@ def _int(tok: tuple[int, int, str], path: str | None, what: str, low: int, high:
 def parse_topology_text(text: str, path: str | os.PathLike | None = None) -> PhysicalGraph:
     p = None if path is None else str(path)
     toks = _Tokens(text, p)
-    header = toks.lines[0] if toks.lines else []
+    first = next((i for i, ln in enumerate(toks.lines) if ln), 0)  # a stream skips leading blank lines
+    header = toks.lines[first] if toks.lines else []
     if len(header) == 3:
         nodes = _int(header[0], p, "the node count", 1, MAX_NODES)
         nv_count, sw_count = 0, _int(header[1], p, "the switch count", 0, nodes)
@@ -123,12 +124,12 @@ def parse_topology_text(text: str, path: str | os.PathLike | None = None) -> Phy
         sw_count = _int(header[3], p, "the switch count", 0, nodes)
         links_count = _int(header[4], p, "the link count", 0, 1 << 31)
     else:
-        raise TopologyFileError(p, "line 1", (
+        raise TopologyFileError(p, f"line {first + 1}", (
             f"expected 'nodes switches links' (ASTRA-sim) or 'nodes gpus_per_server nvswitches switches "
             f"links gpu_type' (SimAI), got {len(header)} fields"))
-    toks.line, toks.col = 1, 0
+    toks.line, toks.col = first + 1, 0
     if nv_count + sw_count >= nodes:
-        raise TopologyFileError(p, "line 1", f"{nv_count + sw_count} switches leave no NPU among {nodes} nodes")
+        raise TopologyFileError(p, f"line {first + 1}", f"{nv_count + sw_count} switches leave no NPU among {nodes} nodes")
     switch_ids: list[int] = []
     seen: set[int] = set()
     for i in range(nv_count + sw_count):

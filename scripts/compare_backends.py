@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
             spec: dict = {"topology-file": str(Path(a.topology_file).resolve())}
             if a.logical_dims:
+                if not all(x.strip().isdigit() for x in a.logical_dims.split(",")):
+                    raise InputError(None, "--logical-dims", f"expected sizes such as 8,4, got {a.logical_dims!r}")
                 spec["npus_count"] = [int(x) for x in a.logical_dims.split(",")]
             network = NetworkConfig.from_dict(spec, None)
         rows = compare(a.workload, network, a.system, a.backends, num_queues_per_dim=a.num_queues_per_dim,

@@ -228,8 +228,6 @@ class CongestionAwareBackend(AnalyticalBackend):
         links = self._links.values()
         out["links_used"] = len(self._links)
         out["max_link_queue"] = max((link.peak_pending for link in links), default=0)
-        if self._graph is not None:
-            out["links_used"] = len(self._graph._links)
-            out["max_link_queue"] = max((link.peak_pending for link in self._graph._links.values()), default=0)
+        if self._graph is not None:  # its links, link classes (graph_links.py)
             out.update(self._graph.stats(self.now()))
         return out

@@ -72,7 +72,11 @@ class GraphFlows:
         return out
 
     def stats(self, now_ns: int) -> dict[str, Any]:
-        return {"link_classes": link_class_stats(self.topology, self.bytes_per_link(), now_ns)}
+        out: dict[str, Any] = {"link_classes": link_class_stats(self.topology, self.bytes_per_link(), now_ns)}
+        if self._make_link is not None:  # the congestion-aware backend's Links
+            out["links_used"] = len(self._links)
+            out["max_link_queue"] = max((link.peak_pending for link in self._links.values()), default=0)
+        return out
 
 
 def graph_flows(topology: Any, make_link: Callable[..., Any] | None = None) -> GraphFlows | None:

@@ -52,6 +52,7 @@ def test_stream_quirks_load():
     assert g.switches == {3, 4} and g.npus == (0, 1, 2)
     assert [round(x.bandwidth_gb_s, 6) for x in g.links] == [0.0125, 200.0, 50.0, round(8 * 1024**3 / 8 / 1e9, 6)]
     assert [x.latency_ns for x in g.links] == pytest.approx([1000.0, 10.0, 500.0, 1000.0])
+    assert parse_topology_text("# drawn by hand\n\n" + STAR).switches == {8}  # blank and comment lines first
     ring = parse_topology_text("4 0 4\n\n0 1 25Gbps 0.005ms 0\n1 2 25Gbps 0.005ms 0\n2 3 25Gbps 0.005ms 0\n3 0 25Gbps 0.005ms 0\n")
     assert RouteTable(ring).node_path(0, 2) in ([0, 1, 2], [0, 3, 2])  # NPUs forward when no switch does
 
@@ -145,3 +146,10 @@ def test_generator_command_and_yaml_form(tmp_path):
     assert len(cfg.topology.graph.npus) == 32
     with pytest.raises(GeneratorError, match="unknown parameter"):
         generate({"shape": "fat-tree", "leaves": 4, "npus-per-leaf": 8, "wings": 2})
+
+
+def test_generator_draws_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "ft.png"
+    assert gen_main(["fat-tree", "--leaves", "2", "--npus-per-leaf", "4", "-o", str(tmp_path / "ft.txt"), "--png", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
