@@ -1,10 +1,12 @@
 """Run one workload on every installed network backend and put the answers side by side.
 
     dtsim-compare --workload W --network N.yaml [--system S.json] [--backends A B] [--plot out.png]
+    dtsim-compare --workload W --topology-file T.txt [--logical-dims 8,4] ...
 
 (``python scripts/compare_backends.py`` in a checkout is the same.) Per backend: end time, mean and
 max rank finish, mean exposed communication, wall time, and the relative difference of the end time
-against the congestion-unaware result. By default every installed backend runs (a missing optional
+against the congestion-unaware result; on a topology file, also the busiest link's utilisation per
+link class. By default every installed backend runs (a missing optional
 one is listed as "not installed"); a backend named in ``--backends`` must run.
 
 Exit codes: 0 every backend asked for gave an answer, 2 bad input (an unknown backend, an output
@@ -18,6 +20,7 @@ import importlib.util
 import json
 import sys
 import time
+from pathlib import Path
 
 from network.errors import InputError
 from network.extras import install_hint
@@ -66,7 +69,7 @@ def compare(workload: str, network: str, system: str | None, backends: list[str]
         exposed = [x["exposed_comm_cycles"] for x in rep["ranks"]]
         row.update(status="ok", end_cycles=max(fin), mean_cycles=sum(fin) / len(fin), max_cycles=max(fin),
                    exposed_comm_cycles=sum(exposed) / len(exposed), wall_s=time.perf_counter() - t0,
-                   events=r.events)
+                   events=r.events, link_classes=rep["network"].get("link_classes"))
         rows.append(row)
     base = next((x for x in rows if x["backend"] == "congestion-unaware" and x["status"] == "ok"), None)
     for x in rows:
@@ -84,6 +87,10 @@ def format_table(rows: list[dict]) -> str:
             continue
         out.append(f"{x['backend']:<20} {x['end_cycles']:>12} {x['mean_cycles']:>12.0f} {x['max_cycles']:>12} "
                    f"{x['exposed_comm_cycles']:>13.0f} {x['wall_s']:>8.2f} {x.get('vs_unaware_pct', 0):>+10.1f}%")
+    for x in rows:
+        if x.get("link_classes"):
+            out.append(f"{x['backend']:<20} peak link utilisation: " + ", ".join(
+                f"{k} {100 * v['peak_utilisation']:.1f}%" for k, v in x["link_classes"].items()))
     return "\n".join(out)
 
 
@@ -107,7 +114,10 @@ def plot(rows: list[dict], path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dtsim-compare", description=__doc__.splitlines()[0])
     ap.add_argument("--workload", required=True)
-    ap.add_argument("--network", required=True)
+    net = ap.add_mutually_exclusive_group(required=True)
+    net.add_argument("--network")
+    net.add_argument("--topology-file", help="an ASTRA-sim / SimAI topology file instead of a network YAML")
+    ap.add_argument("--logical-dims", help="with --topology-file: logical dimensions, e.g. 8,4 (default: one)")
     ap.add_argument("--system")
     ap.add_argument("--backends", nargs="*", default=None,
                     help=f"default: every installed one of {', '.join(known_backends())}")
@@ -126,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             check_file("--json", a.json, (".json",), "the rows as JSON")
         if a.plot:
             check_plot("--plot", a.plot)
-        rows = compare(a.workload, a.network, a.system, backends, num_queues_per_dim=a.num_queues_per_dim,
+        rows = compare(a.workload, _network(a), a.system, backends, num_queues_per_dim=a.num_queues_per_dim,
                        comm_groups=a.comm_groups)
         print(format_table(rows))
         if a.json:
@@ -144,6 +154,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no answer from {', '.join(failed)} (see the table)", file=sys.stderr)
         return ExitCode.BACKENDS_FAILED
     return ExitCode.OK
+
+
+def _network(a: argparse.Namespace):  # noqa: ANN202 -- a path or a NetworkConfig
+    if not a.topology_file:
+        return a.network
+    from network.config import NetworkConfig
+
+    spec: dict = {"topology-file": str(Path(a.topology_file).resolve())}
+    if a.logical_dims:
+        if not all(x.strip().isdigit() for x in a.logical_dims.split(",")):
+            raise InputError(None, "--logical-dims", f"expected sizes such as 8,4, got {a.logical_dims!r}")
+        spec["npus_count"] = [int(x) for x in a.logical_dims.split(",")]
+    return NetworkConfig.from_dict(spec, None)
 
 
 def console_main() -> None:

@@ -3,10 +3,12 @@
 Keys (each a list with one entry per dimension, or a scalar for a 1-D network):
 ``topology`` (Ring | FullyConnected | Switch), ``npus_count`` (>= 1), ``bandwidth`` (GB/s, > 0),
 ``latency`` (ns, >= 0). Our additions: ``backend`` (a registered backend name) and ``ns3``
-(a mapping of ns-3 knobs, read by the ns-3 backend).
+(a mapping of ns-3 knobs, read by the ns-3 backend), and a physical graph instead of the
+dimension keys: ``topology-file`` or ``topology-generator`` (network/graph_config.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -15,11 +17,12 @@ from typing import Any
 
 from network.errors import NetworkConfigError
 from network.files import load_structured
+from network.graph_config import GRAPH_KEYS, apply_logical_dims, graph_topology
 from network.registry import canonical_name
 from network.topology import Dimension, Topology, TopologyKind
 
 LIST_KEYS = ("topology", "npus_count", "bandwidth", "latency")
-OPTIONAL_KEYS = ("backend", "ns3", "congestion_aware", "name", "description")
+OPTIONAL_KEYS = ("backend", "ns3", "congestion_aware", "name", "description") + GRAPH_KEYS
 KNOWN_KEYS = LIST_KEYS + OPTIONAL_KEYS
 _LIST_KEYS, _OPTIONAL_KEYS = LIST_KEYS, OPTIONAL_KEYS
 
@@ -49,6 +52,8 @@ class NetworkConfig:
                 path, f"key {unknown[0]!r}",
                 f"unknown key; expected {', '.join(_LIST_KEYS + _OPTIONAL_KEYS)}",
             )
+        if any(k in data for k in GRAPH_KEYS):  # a physical graph; npus_count = logical dims
+            return cls._finish(graph_topology(data, path), data, path)
         missing = [k for k in _LIST_KEYS if k not in data]
         if missing:
             raise NetworkConfigError(path, f"key {missing[0]!r}", "required key is missing")
@@ -66,6 +71,10 @@ class NetworkConfig:
         total = math.prod(d.npus_count for d in dims)
         if total > MAX_NPUS:
             raise NetworkConfigError(path, "key 'npus_count'", f"the network has {total} NPUs; at most {MAX_NPUS} are supported")
+        return cls._finish(Topology(dims), data, path)
+
+    @classmethod
+    def _finish(cls, topology: Topology, data: dict, path: str | os.PathLike | None) -> "NetworkConfig":
         backend = data.get("backend")
         if backend is not None and not isinstance(backend, str):
             raise NetworkConfigError(path, "key 'backend'", "expected a backend name (a string)")
@@ -78,7 +87,11 @@ class NetworkConfig:
         for k, v in extra.items():
             if v is not None and not isinstance(v, dict):
                 raise NetworkConfigError(path, f"key {k!r}", "expected a mapping of settings")
-        return cls(Topology(dims), backend, extra, None if path is None else str(path))
+        return cls(topology, backend, extra, None if path is None else str(path))
+
+    def with_logical_dims(self, dims: list[int], source: str | os.PathLike) -> "NetworkConfig":
+        """ASTRA-sim's --logical-topology-configuration: these dimensions for the collectives."""
+        return dataclasses.replace(self, topology=apply_logical_dims(self.topology, dims, source))
 
 
 def _as_list(v: Any) -> list[Any]:

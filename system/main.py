@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system", "--system-configuration", dest="system", metavar="S.json",
                    help="system config (ASTRA-sim JSON, or YAML with the same keys); default: ASTRA-sim's "
                         "Ring_4chunks.json (ring everywhere, 4 chunks, endpoint-delay 10, local-mem-bw 1600)")
+    p.add_argument("--logical-topology-configuration", dest="logical_topology", metavar="L.json",
+                   help='logical dimensions for a topology-file network, ASTRA-sim\'s {"logical-dims": ["8", "4"]}')
     p.add_argument("--backend", default=None, metavar="NAME",
                    help=f"network backend: {', '.join(known_backends())} (overrides the YAML 'backend:' key; "
                         "default congestion-unaware)")
@@ -152,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         from system.progress import ProgressBar
 
         net = NetworkConfig.from_file(args.network)
+        if args.logical_topology:  # ASTRA-sim's flag (network/graph_config.py)
+            from network.graph_config import read_logical_dims
+
+            net = net.with_logical_dims(read_logical_dims(args.logical_topology), args.logical_topology)
         workload, comm_groups = _prepare_triosim(args, parser, net)
         result = run_simulation(
             workload, net, args.system,

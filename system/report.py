@@ -300,7 +300,21 @@ def format_breakdown(report: dict[str, Any], max_rows: int = 16) -> str:
     if dims:
         lines.append("network: " + "; ".join(
             f"dim {d['dim']} {d.get('topology', '?')}({d.get('npus', '?')}) moved {_bytes(d['bytes'])}" for d in dims))
+    lines += format_link_classes(report)
     return "\n".join(lines)
+
+
+def format_link_classes(report: dict[str, Any]) -> list[str]:
+    """On a topology file: bytes and utilisation per link class (npu-leaf, leaf-spine, ...), so
+    the oversubscribed tier shows. Utilisation: bytes / (bandwidth × run time) of a directed link."""
+    classes = report["network"].get("link_classes") or {}
+    if not classes:
+        return []
+    out = [f"{'link class':>15}  {'dir links':>9}  {'GB/s':>8}  {'bytes':>10}  {'peak util':>9}  {'mean util':>9}"]
+    for name, c in classes.items():
+        out.append(f"{name:>15}  {c['directed_links']:>9}  {c['bandwidth_gb_s']:>8.4g}  {_bytes(c['bytes']):>10}  "
+                   f"{100 * c['peak_utilisation']:>8.1f}%  {100 * c['mean_utilisation']:>8.1f}%")
+    return out
 
 
 def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,

@@ -131,6 +131,7 @@ def run_simulation(
     if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)
     representative = (symmetry and not rendezvous and not groups_spec and remote is None
+                      and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
                       and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
     if representative:
         # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections import deque
 
 from network.analytical.base import AnalyticalBackend
+from network.analytical.graph_links import graph_flows
 from network.errors import NetworkConfigError
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
@@ -137,12 +138,17 @@ class CongestionAwareBackend(AnalyticalBackend):
         self.devices_count = nxt
         self._links: dict[tuple[int, int], Link] = {}
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
+        self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: Link(
+            a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived))  # None: no topology file
 
     # -- messages -----------------------------------------------------------------------
     def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
-        route = self._routes.get((src, dst))
-        if route is None:
-            route = self._routes[(src, dst)] = self._build_route(src, dst)
+        if self._graph is not None:  # a topology file: per-flow ECMP paths (graph_links.py)
+            route = self._graph.route(src, dst, full[0][0], size_bytes)
+        else:
+            route = self._routes.get((src, dst))
+            if route is None:
+                route = self._routes[(src, dst)] = self._build_route(src, dst)
         # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
         # first link starts serialising now, before anything else at this time.
         route[0].send(Chunk(full, route, size_bytes))
@@ -222,4 +228,6 @@ class CongestionAwareBackend(AnalyticalBackend):
         links = self._links.values()
         out["links_used"] = len(self._links)
         out["max_link_queue"] = max((link.peak_pending for link in links), default=0)
+        if self._graph is not None:  # its links, link classes (graph_links.py)
+            out.update(self._graph.stats(self.now()))
         return out

@@ -7,6 +7,7 @@ in flight at once (docs/astra-sim-semantics.md §6.2).
 from __future__ import annotations
 
 from network.analytical.base import AnalyticalBackend
+from network.analytical.graph_links import graph_flows
 
 
 class CongestionUnawareBackend(AnalyticalBackend):
@@ -15,6 +16,7 @@ class CongestionUnawareBackend(AnalyticalBackend):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._delay_cache: dict[tuple[int, int, int], int] = {}
+        self._graph = graph_flows(self.topology)  # None: no topology file
 
     def message_delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
         k = (src, dst, size_bytes)
@@ -24,4 +26,13 @@ class CongestionUnawareBackend(AnalyticalBackend):
         return d
 
     def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+        if self._graph is not None:  # a topology file: the flow's ECMP path (graph_links.py)
+            self.queue.schedule(self._graph.delay_ns(src, dst, full[0][0], size_bytes), self._on_arrival, full)
+            return
         self.queue.schedule(self.message_delay_ns(src, dst, size_bytes), self._on_arrival, full)
+
+    def stats(self) -> dict[str, object]:
+        out = super().stats()
+        if self._graph is not None:
+            out.update(self._graph.stats(self.now()))
+        return out

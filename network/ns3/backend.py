@@ -35,6 +35,8 @@ from typing import Any
 from network.analytical.base import AnalyticalBackend, Callback
 from network.config import NetworkConfig
 from network.errors import NetworkConfigError, SimulationLimitError
+from network.analytical.graph_links import graph_flows
+from network.ns3.graph_wiring import GraphWiring
 from network.ns3.settings import Ns3Settings
 from network.ns3.wiring import dimension_groups, link_rate_bps, wire
 
@@ -89,6 +91,8 @@ class Ns3Backend(AnalyticalBackend):
                 raise NetworkConfigError(config.path, f"dimension {i}, key 'latency'",
                                          f"{d.latency_ns:g} ns is beyond the ns-3 backend's {_MAX_LATENCY_NS:g} ns per hop "
                                          "(round trips and timers would overflow ns-3's 64-bit clock)")
+        self._graph = graph_flows(self.topology)  # a topology file: counts bytes per link
+        self._wiring = GraphWiring(self.topology) if self._graph is not None else None
         from network.ns3.loader import load_ns
 
         self._fabric: Any = _Closed()  # until built: a half-built backend closes cleanly
@@ -142,19 +146,25 @@ class Ns3Backend(AnalyticalBackend):
         set_default("ns3::TcpSocketBase::ClockGranularity", ns.TimeValue(ns.MicroSeconds(1)))
 
     def _build_fabric(self) -> Any:
-        plan = wire(self.topology)
-        fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(plan.nodes_count)
         mtu, queue = self.settings.mtu, self.settings.queue_size
-        rate = [link_rate_bps(d.bandwidth_gb_s) for d in self.topology.dims]
-        delay = [round(d.latency_ns) for d in self.topology.dims]  # ns-3 time resolution: 1 ns
-        for link in plan.links:
-            fabric.AddLink(link.a, link.b, rate[link.dim], delay[link.dim], mtu, queue)
-        fabric.Finish()
+        if self._wiring is not None:  # a physical graph, with per-flow routes (graph_wiring.py)
+            fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(self._wiring.nodes_count)
+            self._wiring.build(fabric, mtu, queue)
+            fabric.Finish()
+            fabric.UseFlowRoutes()
+            self.links_count, self.nodes_count = len(self._wiring.links), self._wiring.nodes_count
+        else:
+            plan = wire(self.topology)
+            fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(plan.nodes_count)
+            rate = [link_rate_bps(d.bandwidth_gb_s) for d in self.topology.dims]
+            delay = [round(d.latency_ns) for d in self.topology.dims]  # ns-3 time resolution: 1 ns
+            for link in plan.links:
+                fabric.AddLink(link.a, link.b, rate[link.dim], delay[link.dim], mtu, queue)
+            fabric.Finish()
+            self.links_count, self.nodes_count = len(plan.links), plan.nodes_count
         fabric.SetTransport(self.settings.transport == "udp", self.settings.payload_size)
         if fabric.TraceFailures():
             raise RuntimeError(f"ns-3 refused {fabric.TraceFailures()} drop-trace connections (trace source renamed?)")
-        self.links_count = len(plan.links)
-        self.nodes_count = plan.nodes_count
         return fabric
 
     def _preconnect(self) -> None:
@@ -169,6 +179,8 @@ class Ns3Backend(AnalyticalBackend):
             )
             return
         for a, b in pairs:
+            if self._wiring is not None:
+                self._wiring.route_pair(self._fabric, a, b)
             self._fabric.Warm(a, b)
         self._ns.Simulator.Run()  # handshakes and one byte each; ns-3 runs dry once all are up
         if self._fabric.Warmed() != len(pairs):  # a handshake slower than TCP's retries allow
@@ -270,6 +282,9 @@ class Ns3Backend(AnalyticalBackend):
         mid = self._next_message
         self._next_message = mid + 1
         self._messages[mid] = full
+        if self._wiring is not None:
+            self._wiring.route_pair(self._fabric, src, dst)
+            self._graph.count(src, dst, 0, size_bytes)
         # An empty message still crosses the network: one byte on the wire.
         self._fabric.Send(src, dst, size_bytes or 1, mid)
 
@@ -294,4 +309,6 @@ class Ns3Backend(AnalyticalBackend):
         if not isinstance(self._fabric, _Closed):
             out["connections"] = int(self._fabric.Streams())
             out["packets_dropped"] = int(self._fabric.Drops())
+        if self._graph is not None:
+            out.update(self._graph.stats(self.now() if not isinstance(self._fabric, _Closed) else 0))
         return out

@@ -98,6 +98,8 @@ class Fabric {
             auto [a, b] = links[i];
             Remember(a, b, ifs.GetAddress(1));
             Remember(b, a, ifs.GetAddress(0));
+            owner[ifs.GetAddress(0).Get()] = a;
+            owner[ifs.GetAddress(1).Get()] = b;
             for (uint32_t k = 0; k < 2; ++k) {
                 Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(devices[i].Get(k));
                 Count(dev->GetQueue()->TraceConnectWithoutContext("Drop", MakeCallback(&Fabric::OnDrop, this)));
@@ -111,6 +113,23 @@ class Fabric {
                 "TcDrop", MakeCallback(&Fabric::OnDrop, this)));
         }
         Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    }
+
+    // A physical graph: per-flow routes (FlowRouting, flow_routing_cpp.py) above ns-3's own.
+    void UseFlowRoutes() {
+        for (uint32_t n = 0; n < nodes.GetN(); ++n) {
+            Ptr<FlowRouting> fr = CreateObject<FlowRouting>(n, &owner);
+            DynamicCast<Ipv4ListRouting>(nodes.Get(n)->GetObject<Ipv4>()->GetRoutingProtocol())->AddRoutingProtocol(fr, 10);
+            routers.push_back(fr);
+        }
+    }
+    // Flow src -> dst (node ids) leaves `node` by link `link` (an AddLink index).
+    void SetHop(uint32_t node, uint32_t src, uint32_t dst, uint32_t link) {
+        auto [a, b] = links[link];
+        uint32_t peer = a == node ? b : a;
+        Ptr<NetDevice> dev = devices[link].Get(a == node ? 0 : 1);
+        uint32_t iface = nodes.Get(node)->GetObject<Ipv4>()->GetInterfaceForDevice(dev);
+        routers[node]->Set(src, dst, iface, addr_on_link[{node, peer}]);
     }
 
     void Schedule(uint64_t delay_ns, uint64_t id) {
@@ -215,6 +234,8 @@ class Fabric {
     std::vector<NetDeviceContainer> devices;
     std::map<std::pair<uint32_t, uint32_t>, Ipv4Address> addr_on_link;
     std::vector<Ipv4Address> addr_first;
+    std::unordered_map<uint32_t, uint32_t> owner;  // interface address -> node
+    std::vector<Ptr<FlowRouting>> routers;
     std::map<uint64_t, std::unique_ptr<Stream>> streams;
     std::function<void(uint64_t)> on_event, on_delivered;
     uint64_t drops = 0;

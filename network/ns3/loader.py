@@ -14,6 +14,7 @@ import tempfile
 from typing import Any, Iterator
 
 from network.ns3.fabric_cpp import SOURCE
+from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
 _NOISE = "runStaticInitializersOnce"
 _ns: Any = None
@@ -48,6 +49,7 @@ def load_ns() -> Any:
                 from ns import ns  # noqa: PLC0415 (lazy on purpose: 5–10 s)
             except SystemExit as exc:  # the `ns` stub calls exit(-1) when ns3.ns is missing
                 raise ImportError("the ns3 package is incomplete (import ns3.ns failed)") from exc
+            ns.cppyy.cppdef(FLOW_ROUTING_SOURCE)
             ns.cppyy.cppdef(SOURCE)
         _ns = ns
     return _ns

@@ -144,6 +144,10 @@ def bdp_bytes(topology: Topology, mtu: int) -> int:
     """An upper bound of the network's bandwidth-delay product, bytes: the fastest link's rate
     times the longest round trip (there and back across every dimension's largest hop count,
     each hop one latency plus one packet's serialisation, as packets are stored and forwarded)."""
+    if getattr(topology, "graph", None) is not None:  # a physical graph (graph_wiring.py)
+        from network.ns3.graph_wiring import GraphWiring
+
+        return math.ceil(max(topology.link_bytes_per_ns) * GraphWiring(topology).max_rtt_ns(mtu))
     rtt_ns = sum(
         2 * _max_hops(d.kind, d.npus_count) * (d.latency_ns + mtu / d.bytes_per_ns) for d in topology.dims
     )

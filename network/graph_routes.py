@@ -1,0 +1,81 @@
+"""Routes on a physical graph: shortest paths (in links) with per-flow ECMP.
+
+Every backend asks this module for the path of a flow, so all of them send a message over the
+same links. A flow is (source rank, destination rank, tag). At each node the next hop is one
+of the neighbours one link closer to the destination (parallel links count separately); which
+one is a fixed 64-bit hash of the flow and the node, so runs are reproducible and different
+flows spread over the equal-cost paths as ECMP switches spread them.
+
+Distances to a destination come from a breadth-first search, cached per destination. An NPU
+with a single link (the usual case) is reached through its one neighbour, so the search runs
+from that neighbour and is shared by every NPU behind it: a 1,024-NPU fat-tree needs one
+search per leaf, not per NPU.
+"""
+from __future__ import annotations
+
+from network.graph import PhysicalGraph
+
+_MASK = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser: a fixed, well-spread 64-bit hash of an integer."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def flow_hash(src: int, dst: int, tag: int) -> int:
+    return _mix(_mix(_mix(src) ^ dst) ^ (tag & _MASK))
+
+
+class RouteTable:
+    """Paths of flows on one graph, as tuples of directed link ids (see network/graph.py)."""
+
+    def __init__(self, graph: PhysicalGraph) -> None:
+        self.graph = graph
+        self._npus = graph.npus
+        self._adj = graph.adjacency
+        self._anchor: dict[int, list[int]] = {}  # BFS distances, by root node
+
+    def _distance(self, dst_node: int):
+        """A function node → hops to ``dst_node``."""
+        adj = self._adj[dst_node]
+        if len(adj) == 1:  # reached only through its one neighbour
+            via = adj[0][0]
+            base = self._anchor.get(via)
+            if base is None:
+                base = self._anchor[via] = self.graph.bfs(via)
+            return lambda n: 0 if n == dst_node else (base[n] + 1 if base[n] >= 0 else -1)
+        base = self._anchor.get(dst_node)
+        if base is None:
+            base = self._anchor[dst_node] = self.graph.bfs(dst_node)
+        return base.__getitem__
+
+    def path(self, src: int, dst: int, tag: int = 0) -> tuple[int, ...]:
+        """Directed link ids from NPU rank ``src`` to NPU rank ``dst`` for the flow's tag."""
+        s, d = self._npus[src], self._npus[dst]
+        if s == d:
+            raise ValueError(f"ranks {src} and {dst} are the same NPU")
+        dist = self._distance(d)
+        h = flow_hash(src, dst, tag)
+        links: list[int] = []
+        u = s
+        left = dist(u)
+        if left < 0:
+            raise ValueError(f"rank {dst} cannot be reached from rank {src}")
+        while u != d:
+            left -= 1
+            choices = [(v, lid) for v, lid in self._adj[u] if dist(v) == left]
+            v, lid = choices[_mix(h ^ u) % len(choices)] if len(choices) > 1 else choices[0]
+            links.append(lid)
+            u = v
+        return tuple(links)
+
+    def node_path(self, src: int, dst: int, tag: int = 0) -> list[int]:
+        """The nodes the flow visits, both ends included."""
+        nodes = [self._npus[src]]
+        for lid in self.path(src, dst, tag):
+            nodes.append(self.graph.directed_ends(lid)[1])
+        return nodes

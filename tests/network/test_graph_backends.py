@@ -1,0 +1,121 @@
+"""Every backend on a physical graph: a one-switch star equals the built-in Switch, the
+unaware time is the path's closed form, oversubscription slows a cross-leaf all-to-all on the
+aware backend and on ns-3, and the link-class report shows where the bytes went."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from network.analytical.aware import CongestionAwareBackend
+from network.analytical.unaware import CongestionUnawareBackend
+from network.config import NetworkConfig
+from network.units import bw_gb_s_to_bytes_per_ns
+from system.report import build_report, format_breakdown
+from system.simulation import run_simulation
+from workload.builder import write_collective_microbenchmark
+
+MB = 1 << 20
+
+
+def _system(tmp: Path, impl: str) -> Path:
+    p = tmp / f"sys_{impl}.json"
+    cfg = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+           "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600}
+    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        cfg[f"{c}-implementation"] = [impl]
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def _fat_tree_yaml(tmp: Path, os_: int) -> Path:
+    p = tmp / f"ft{os_}.yml"
+    p.write_text(f"topology-generator: {{shape: fat-tree, leaves: 4, npus-per-leaf: 8, oversubscription: {os_}}}\n")
+    return p
+
+
+@pytest.mark.parametrize("coll, impl", [("ALL_REDUCE", "ring"), ("ALL_TO_ALL", "direct")])
+@pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
+def test_one_switch_star_equals_switch(tmp_path, coll, impl, backend):
+    (tmp_path / "star.txt").write_text("17 1 16\n16\n" + "".join(f"{i} 16 400Gbps 0.0005ms 0\n" for i in range(16)))
+    (tmp_path / "star.yml").write_text("topology-file: star.txt\n")
+    (tmp_path / "sw.yml").write_text("topology: [Switch]\nnpus_count: [16]\nbandwidth: [50]\nlatency: [500]\n")
+    w = write_collective_microbenchmark(tmp_path / "w", 16, coll, MB, shared=True)
+    s = _system(tmp_path, impl)
+    star = run_simulation(w, tmp_path / "star.yml", s, backend=backend)
+    switch = run_simulation(w, tmp_path / "sw.yml", s, backend=backend, symmetry=False)
+    assert star.finish_ns == switch.finish_ns
+
+
+def test_unaware_message_is_latencies_plus_size_over_slowest_link():
+    cfg = NetworkConfig.from_dict({"topology-generator": {"shape": "fat-tree", "leaves": 2, "npus-per-leaf": 4,
+                                                          "oversubscription": 2, "uplinks-per-leaf": 1,
+                                                          "uplink-latency": "1us"}})
+    b = CongestionUnawareBackend(cfg)
+    got = {}
+    for dst in (1, 4):
+        b.recv(dst, 0, MB, 0, lambda d=dst: got.__setitem__(d, b.now()))
+        b.send(0, dst, MB, 0, lambda: None)
+    b.run()
+    npu_bw = bw_gb_s_to_bytes_per_ns(50)
+    up_bw = bw_gb_s_to_bytes_per_ns(50 * 4 / 2)  # 4 NPUs of 400 Gbps over one uplink at 2:1
+    assert got[1] == int(500 + 500 + MB / npu_bw)
+    assert got[4] == int(500 + 1000 + 1000 + 500 + MB / min(npu_bw, up_bw))
+
+
+def test_aware_stores_and_forwards_along_the_path():
+    cfg = NetworkConfig.from_dict({"topology-generator": {"shape": "fat-tree", "leaves": 2, "npus-per-leaf": 2}})
+    b = CongestionAwareBackend(cfg)
+    got = []
+    b.recv(3, 0, MB, 5, lambda: got.append(b.now()))
+    b.send(0, 3, MB, 5, lambda: None)
+    b.run()
+    assert got == [4 * int(500 + MB / bw_gb_s_to_bytes_per_ns(50))]  # npu-leaf-spine-leaf-npu
+    st = b.stats()
+    assert {k: v["bytes"] for k, v in st["link_classes"].items()} == {"npu-leaf": 2 * MB, "leaf-spine": 2 * MB}
+
+
+def _a2a(tmp_path: Path, backend: str, size: int) -> dict[int, object]:
+    w = write_collective_microbenchmark(tmp_path / f"a2a{size}", 32, "ALL_TO_ALL", size, shared=True)
+    s = _system(tmp_path, "direct")
+    return {os_: run_simulation(w, _fat_tree_yaml(tmp_path, os_), s, backend=backend) for os_ in (1, 4)}
+
+
+def test_oversubscription_slows_cross_leaf_all_to_all_on_aware(tmp_path):
+    runs = _a2a(tmp_path, "congestion-aware", 8 * MB)
+    t = {k: max(r.finish_ns) for k, r in runs.items()}
+    assert t[4] >= 2 * t[1]
+    rep = {k: build_report(r) for k, r in runs.items()}
+    cls = {k: r["network"]["link_classes"] for k, r in rep.items()}
+    assert cls[4]["leaf-spine"]["peak_utilisation"] > 0.8 > cls[4]["npu-leaf"]["peak_utilisation"]
+    # each of the 32×31 messages of 8 MiB / 32 crosses its two NPU links; 24 of 31 cross leaves
+    assert cls[1]["npu-leaf"]["bytes"] == 2 * 32 * 31 * (8 * MB // 32)
+    assert cls[1]["leaf-spine"]["bytes"] == 2 * 32 * 24 * (8 * MB // 32)
+    assert "leaf-spine" in format_breakdown(rep[4])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ns") is None, reason="the ns3 package is not installed")
+def test_ns3_oversubscription_and_agreement_with_aware(tmp_path):
+    ns3 = {k: max(r.finish_ns) for k, r in _a2a(tmp_path, "ns3", 2 * MB).items()}
+    aware = {k: max(r.finish_ns) for k, r in _a2a(tmp_path, "congestion-aware", 2 * MB).items()}
+    assert ns3[4] >= 2 * ns3[1]
+    for k in (1, 4):
+        assert abs(ns3[k] - aware[k]) <= 0.25 * aware[k], (k, ns3[k], aware[k])
+
+
+def test_compare_backends_takes_a_topology_file(tmp_path, capsys):
+    from dtsim_tools import compare_backends as cb
+    from network.topology_file import write_topology_file
+    from network.topology_gen import fat_tree
+
+    write_topology_file(tmp_path / "ft.txt", fat_tree(4, 2, oversubscription=2))
+    w = write_collective_microbenchmark(tmp_path / "ar", 8, "ALL_REDUCE", MB, shared=True)
+    code = cb.main(["--workload", w, "--topology-file", str(tmp_path / "ft.txt"), "--logical-dims", "4,2",
+                    "--backends", "congestion-unaware", "congestion-aware", "--json", str(tmp_path / "rows.json")])
+    assert code == 0
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert set(rows[1]["link_classes"]) == {"npu-leaf", "leaf-spine"}
+    assert "peak link utilisation" in capsys.readouterr().out

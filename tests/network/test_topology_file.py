@@ -1,0 +1,155 @@
+"""Topology files (ASTRA-sim ns-3 / SimAI format): what loads, what is refused and where, and
+the generators that write them. Fixtures are written here, in the two projects' layouts."""
+from __future__ import annotations
+
+import pytest
+
+from network.config import NetworkConfig
+from network.graph_routes import RouteTable
+from network.topology_file import TopologyFileError, format_topology, parse_topology_text, read_topology_file
+from network.topology_gen import GeneratorError, fat_tree, fat_tree_3, generate, main as gen_main, rail_optimized
+from tests.conftest import run_cli
+
+STAR = "9 1 8\n8\n" + "".join(f"8 {i} 400Gbps 0.0005ms 0\n" for i in range(8))
+
+
+def simai_file(servers: int = 2, gps: int = 4) -> str:
+    """SimAI's layout: 6-field header, NVSwitch ids first, then ASWs and one PSW, trailing space."""
+    gpus = servers * gps
+    nv = list(range(gpus, gpus + servers))
+    asw = list(range(gpus + servers, gpus + servers + gps))
+    psw = gpus + servers + gps
+    lines = [f"{psw + 1} {gps} {servers} {gps + 1} {gpus * 2 + gps} H100", " ".join(map(str, nv + asw + [psw])) + " "]
+    for g in range(gpus):
+        lines.append(f"{g} {nv[g // gps]} 2880Gbps 0.000025ms 0")
+        lines.append(f"{g} {asw[g % gps]} 400Gbps 0.0005ms 0")
+    lines += [f"{a} {psw} 400Gbps 0.0005ms 0" for a in asw]
+    return "\n".join(lines) + "\n"
+
+
+def test_astra_sim_star_loads():
+    g = parse_topology_text(STAR)
+    assert g.npus == tuple(range(8)) and g.switches == {8}
+    assert g.links[0].bandwidth_gb_s == 50.0 and g.links[0].latency_ns == pytest.approx(500.0)
+    assert set(g.link_classes) == {"npu-leaf"}
+
+
+def test_simai_header_marks_nvswitches_and_classes():
+    g = parse_topology_text(simai_file())
+    assert g.npus == tuple(range(8))
+    assert g.nvswitches == {8, 9} and len(g.switches) == 2 + 4 + 1
+    assert set(g.link_classes) == {"npu-nvswitch", "npu-leaf", "leaf-spine"}
+    # same server: through its NVSwitch; same rail on another server: through the rail switch
+    r = RouteTable(g)
+    assert r.node_path(0, 1) == [0, 8, 1]
+    assert r.node_path(0, 4) == [0, 10, 4]
+
+
+def test_stream_quirks_load():
+    """Ids over two lines, an empty id line, extra spaces, a missing error rate, trailing fields,
+    comments, and the unit spellings ns-3 reads."""
+    g = parse_topology_text("5 2 4\n3\n 4 \n0 3 100Mbps 1us\n1  3 1.6Tbps 10ns 0 extra\n2 3 50GBps 0.5us 0 # c\n3 4 8Gibps 0.001ms 0\n")
+    assert g.switches == {3, 4} and g.npus == (0, 1, 2)
+    assert [round(x.bandwidth_gb_s, 6) for x in g.links] == [0.0125, 200.0, 50.0, round(8 * 1024**3 / 8 / 1e9, 6)]
+    assert [x.latency_ns for x in g.links] == pytest.approx([1000.0, 10.0, 500.0, 1000.0])
+    assert parse_topology_text("# drawn by hand\n\n" + STAR).switches == {8}  # blank and comment lines first
+    ring = parse_topology_text("4 0 4\n\n0 1 25Gbps 0.005ms 0\n1 2 25Gbps 0.005ms 0\n2 3 25Gbps 0.005ms 0\n3 0 25Gbps 0.005ms 0\n")
+    assert RouteTable(ring).node_path(0, 2) in ([0, 1, 2], [0, 3, 2])  # NPUs forward when no switch does
+
+
+def test_lines_after_the_announced_links_are_ignored_with_a_warning():
+    with pytest.warns(UserWarning, match="1 line.*ignored"):
+        g = parse_topology_text(STAR + "8 0 400Gbps 0.0005ms 0\n")
+    assert len(g.links) == 8
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("9 1 8\n8\n" + "8 9 400Gbps 0.0005ms 0\n" * 8, "line 3, column 3", "node id must be from 0 to 8"),
+    ("3 1 2\n2\n0 2 400Gbps 1us 0\n1 1 400Gbps 1us 0\n", "line 4, column 3", "to itself"),
+    ("3 1 2\n2\n0 2 400Gbps 1us 0\n1 2 400Gbit 1us 0\n", "line 4, column 5", "link rate"),
+    ("3 1 2\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1 0\n", "line 4, column 13", "latency"),
+    ("4 1 2\n3\n0 3 400Gbps 1us 0\n1 3 400Gbps 1us 0\n", "links", "NPU node 2 (rank 2) has no link"),
+    ("5 1 3\n4\n0 4 400Gbps 1us 0\n1 4 400Gbps 1us 0\n2 3 400Gbps 1us 0\n", "links", "cannot be reached"),
+    ("3 1 3\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1us 0\n", "line 5", "announces 3 links"),
+    ("3 1\n2\n", "line 1", "got 2 fields"),
+    ("3 1 2\n7\n", "line 2, column 1", "switch id must be from 0 to 2"),
+])
+def test_bad_files_name_line_and_column(text, where, what):
+    with pytest.raises(TopologyFileError) as e:
+        parse_topology_text(text, "t.txt")
+    assert e.value.where == where and what in e.value.problem
+
+
+def test_bad_file_is_exit_2_with_the_place(tmp_path):
+    (tmp_path / "t.txt").write_text("3 1 2\n2\n0 2 400Gbps 1us 0\n1 5 400Gbps 1us 0\n")
+    (tmp_path / "n.yml").write_text("topology-file: t.txt\n")
+    (tmp_path / "w.et").write_bytes(b"")
+    r = run_cli("--workload", str(tmp_path / "w.et"), "--network", str(tmp_path / "n.yml"))
+    assert r.returncode == 2 and "t.txt: line 4, column 3" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_yaml_keys_and_logical_dims(tmp_path):
+    (tmp_path / "star.txt").write_text(STAR)
+    cfg = NetworkConfig.from_dict({"topology-file": "star.txt", "npus_count": [4, 2]}, tmp_path / "n.yml")
+    assert cfg.topology.npus_count_per_dim == [4, 2] and len(cfg.topology.graph.links) == 8
+    assert NetworkConfig.from_dict({"topology-file": "star.txt"}, tmp_path / "n.yml").topology.npus_count_per_dim == [8]
+    with pytest.raises(Exception, match="hold 6 NPUs"):
+        NetworkConfig.from_dict({"topology-file": "star.txt", "npus_count": [3, 2]}, tmp_path / "n.yml")
+    with pytest.raises(Exception, match="belongs to the built-in networks"):
+        NetworkConfig.from_dict({"topology-file": "star.txt", "bandwidth": 50}, tmp_path / "n.yml")
+    (tmp_path / "ld.json").write_text('{"logical-dims": ["2", "4"]}')
+    from network.graph_config import read_logical_dims
+
+    assert cfg.with_logical_dims(read_logical_dims(tmp_path / "ld.json"), "ld.json").topology.npus_count_per_dim == [2, 4]
+
+
+def test_fat_tree_oversubscription_sets_uplinks():
+    g = fat_tree(npus_per_leaf=8, leaves=4, oversubscription=4)
+    up = [x for x, c in zip(g.links, g.link_classes) if c == "leaf-spine"]
+    assert len(up) == 4 * 2 and {x.bandwidth_gb_s for x in up} == {50.0}  # 2 uplinks of 400 Gbps per leaf
+    g2 = fat_tree(npus_per_leaf=8, leaves=4, uplinks_per_leaf=4, oversubscription=4)
+    assert {x.bandwidth_gb_s for x, c in zip(g2.links, g2.link_classes) if c == "leaf-spine"} == {25.0}
+    g3 = fat_tree(npus_per_leaf=8, leaves=2, uplinks_per_leaf=4, spines=2)  # 2 parallel links per pair
+    assert len(g3.switches) == 4 and len(g3.links) == 16 + 8
+    with pytest.raises(GeneratorError, match="spread evenly"):
+        fat_tree(npus_per_leaf=8, leaves=2, uplinks_per_leaf=3, spines=2)
+
+
+def test_three_tier_paths_and_rail_optimized():
+    g = fat_tree_3(npus_per_leaf=4, leaves=2, pods=2, uplinks_per_leaf=2, spine_uplinks=2)
+    assert set(g.link_classes) == {"npu-leaf", "leaf-spine", "spine-core"}
+    r = RouteTable(g)
+    assert len(r.path(0, 1)) == 2 and len(r.path(0, 4)) == 4 and len(r.path(0, 8)) == 6
+    ro = rail_optimized(servers=4, gpus_per_server=8)
+    assert len(ro.nvswitches) == 4 and format_topology(ro, gpus_per_server=8).startswith("44 8 4 8 64 NONE\n")
+
+
+def test_generated_files_read_back_and_ecmp_spreads(tmp_path):
+    for g in (fat_tree(8, 4, oversubscription=2), rail_optimized(2, 4, spines=2), fat_tree_3(2, 2, 2)):
+        (tmp_path / "g.txt").write_text(format_topology(g, gpus_per_server=4))
+        back = read_topology_file(tmp_path / "g.txt")
+        assert [(x.a, x.b, x.bandwidth_gb_s) for x in back.links] == [(x.a, x.b, x.bandwidth_gb_s) for x in g.links]
+        assert [x.latency_ns for x in back.links] == pytest.approx([x.latency_ns for x in g.links])
+        assert back.switches == g.switches and back.nvswitches == g.nvswitches
+    r = RouteTable(fat_tree(8, 4))  # 8 spines
+    spines = {r.node_path(0, 8, tag)[2] for tag in range(200)}
+    assert len(spines) == 8  # different flows, different spines
+    assert r.path(0, 8, 7) == RouteTable(fat_tree(8, 4)).path(0, 8, 7)  # reproducible
+
+
+def test_generator_command_and_yaml_form(tmp_path):
+    out = tmp_path / "ft.txt"
+    assert gen_main(["fat-tree", "--leaves", "4", "--npus-per-leaf", "8", "--oversubscription", "4", "-o", str(out)]) == 0
+    assert out.read_text().startswith("38 6 40\n")
+    assert gen_main(["fat-tree", "--leaves", "0", "--npus-per-leaf", "8", "-o", str(out)]) == 2
+    cfg = NetworkConfig.from_dict({"topology-generator": {"shape": "fat-tree", "leaves": 4, "npus-per-leaf": 8}}, None)
+    assert len(cfg.topology.graph.npus) == 32
+    with pytest.raises(GeneratorError, match="unknown parameter"):
+        generate({"shape": "fat-tree", "leaves": 4, "npus-per-leaf": 8, "wings": 2})
+
+
+def test_generator_draws_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "ft.png"
+    assert gen_main(["fat-tree", "--leaves", "2", "--npus-per-leaf", "4", "-o", str(tmp_path / "ft.txt"), "--png", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
