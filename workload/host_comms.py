@@ -60,7 +60,7 @@ def recognise_host_comms(path: Path, nodes: dict[int, Any], raw: dict[int, pb.No
             made[kind] += 1
         else:
             kept[kind] += 1
-    if made or kept:
+    if made:
         _warn(path, made, kept)
     return unknown
 
