@@ -14,6 +14,7 @@ from chakra_proto import EtFormatError, et_def_pb2 as pb, read_et
 from chakra_proto.attrs import int_value
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
+from workload.host_comms import recognise_host_comms
 
 NODE_TYPES = {v.number: v.name for v in pb.NodeType.DESCRIPTOR.values}
 COLL_TYPES = {v.number: v.name for v in pb.CollectiveCommType.DESCRIPTOR.values}
@@ -49,10 +50,12 @@ class Node:
 class Graph:
     """An execution graph: nodes by id, roots, validated to be a DAG."""
 
-    __slots__ = ("path", "nodes", "roots", "order", "metadata")
+    __slots__ = ("path", "nodes", "roots", "order", "metadata", "unknown_peers")
 
-    def __init__(self, path: str, nodes: dict[int, Node], metadata: Any) -> None:
+    def __init__(self, path: str, nodes: dict[int, Node], metadata: Any, unknown_peers: list[int] = ()) -> None:
         self.path = path
+        #: send/recv nodes whose other rank the file does not say (see host_comms.py)
+        self.unknown_peers = list(unknown_peers)
         self.nodes = nodes
         self.roots = sorted(nid for nid, n in nodes.items() if not n.parents)
         self.order = sorted(nodes)
@@ -84,8 +87,9 @@ def load_graph(path: str | os.PathLike) -> Graph:
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
     link_dependencies(p, nodes)
+    unknown_peers = recognise_host_comms(p, nodes, {rn.id: rn for rn in raw_nodes})
     _warn_host_launchers(p, nodes)
-    return Graph(str(p), nodes, metadata)
+    return Graph(str(p), nodes, metadata, unknown_peers)
 
 
 def _warn_host_launchers(path: Path, nodes: dict[int, Node]) -> None:
@@ -196,12 +200,12 @@ def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
                 raise WorkloadError(path, where, "attribute 'involved_dim' must be a bool_list")
             n.involved_dim = list(inv.bool_list.values)
     elif t == pb.COMM_SEND_NODE:
-        n.comm_dst = get_int("comm_dst", required=True)
-        n.comm_tag = get_int("comm_tag", required=True)
+        n.comm_dst = get_int("comm_dst")  # Chakra's converter omits it: host_comms.py infers it
+        n.comm_tag = get_int("comm_tag", required=n.comm_dst is not None)
         n.comm_src = get_int("comm_src")
     elif t == pb.COMM_RECV_NODE:
-        n.comm_src = get_int("comm_src", required=True)
-        n.comm_tag = get_int("comm_tag", required=True)
+        n.comm_src = get_int("comm_src")
+        n.comm_tag = get_int("comm_tag", required=n.comm_src is not None)
         n.comm_dst = get_int("comm_dst")
     elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
         n.tensor_size = get_int("tensor_size", required=True, minimum=0)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from workload.errors import WorkloadError
 from workload.graph import Graph, load_graph
+from workload.host_comms import settle_unknown_peers
 from workload.input_kind import describe_file, describe_folder
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
@@ -99,6 +100,10 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
         if g is None:
             g = cache[path] = _load(path)
         out.append(g)
+    for g in cache.values():
+        if g.unknown_peers:
+            settle_unknown_peers(g.path, g.nodes, g.unknown_peers, [r for r, x in enumerate(out) if x is g], npus_count)
+            g.unknown_peers = []
     return out
 
 

@@ -76,8 +76,11 @@ class Workload:
 
     def _validate_rank_fields(self) -> None:
         from workload.errors import WorkloadError
+        from workload.host_comms import unknown_peer_error
 
         n_npus = self.sys.total_nodes
+        if self.graph.unknown_peers:  # a graph not loaded through load_workload_graphs
+            raise unknown_peer_error(self.graph.path, self.graph.nodes[self.graph.unknown_peers[0]], n_npus)
         for n in self.graph.nodes.values():
             if n.type == pb.COMM_SEND_NODE:
                 if n.comm_src is not None and n.comm_src != self.rank:
