@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from network.analytical.base import AnalyticalBackend
+from network.analytical.base import AnalyticalBackend, Message
 from network.errors import NetworkConfigError
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
@@ -47,7 +47,7 @@ class Chunk:
 
     __slots__ = ("full", "route", "hop", "size_bytes")
 
-    def __init__(self, full: tuple, route: tuple["Link", ...], size_bytes: int) -> None:
+    def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int) -> None:
         self.full = full
         self.route = route
         self.hop = 0
@@ -139,7 +139,7 @@ class CongestionAwareBackend(AnalyticalBackend):
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
 
     # -- messages -----------------------------------------------------------------------
-    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+    def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
         route = self._routes.get((src, dst))
         if route is None:
             route = self._routes[(src, dst)] = self._build_route(src, dst)

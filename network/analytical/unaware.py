@@ -6,7 +6,7 @@ in flight at once (docs/astra-sim-semantics.md §6.2).
 """
 from __future__ import annotations
 
-from network.analytical.base import AnalyticalBackend
+from network.analytical.base import AnalyticalBackend, Message
 
 
 class CongestionUnawareBackend(AnalyticalBackend):
@@ -23,5 +23,9 @@ class CongestionUnawareBackend(AnalyticalBackend):
             d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
         return d
 
-    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
-        self.queue.schedule(self.message_delay_ns(src, dst, size_bytes), self._on_arrival, full)
+    def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
+        k = (src, dst, size_bytes)
+        d = self._delay_cache.get(k)
+        if d is None:
+            d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
+        self.queue.schedule(d, self._on_arrival, msg)
