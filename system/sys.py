@@ -99,7 +99,14 @@ class Sys:
     # -- memory bus: the per-packet endpoint delay and reduction (MemBus, PacketBundle) ----
     def mem_bus_transfer(self, stream: StreamBaseline, fast: bool, needs_processing: bool, size: int) -> None:
         delay = 10 if fast else self.communication_delay
-        self.register_event(delay, self._bundle_arrived, stream, needs_processing, size)
+        # register_event, inlined: this runs once per collective message
+        t = self.now() + delay
+        batch = self._batches.get(t)
+        if batch is None:
+            self._batches[t] = [(self._bundle_arrived, (stream, needs_processing, size))]
+            self._schedule(delay, self._call_events, t)
+        else:
+            batch.append((self._bundle_arrived, (stream, needs_processing, size)))
 
     def _bundle_arrived(self, stream: StreamBaseline, needs_processing: bool, size: int) -> None:
         if needs_processing:
@@ -118,7 +125,10 @@ class Sys:
     def collective_send_recv(self, stream: StreamBaseline, dst: int, src: int, size: int) -> None:
         """Send ``size`` bytes to ``dst`` and post the receive from ``src`` for one step."""
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
-        self._exchange(self.id, dst, src, size, tag, stream.dataset.label, self._on_collective_packet, stream)
+        # the receive calls the posting algorithm itself: its phase is current until every
+        # message it waits for has arrived (what _on_collective_packet would look up)
+        algo = stream.my_current_phase.algorithm
+        self._exchange(self.id, dst, src, size, tag, stream.dataset.label, type(algo).on_packet_received, algo)
 
     def _collective_send_recv_via_net(self, stream: StreamBaseline, dst: int, src: int, size: int) -> None:
         self.collective_send(stream, dst, size)

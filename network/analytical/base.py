@@ -101,9 +101,48 @@ class AnalyticalBackend:
                  callback: Callback, arg: object) -> None:
         """One collective step: ``send`` to ``dst`` with no callback, then ``recv`` from ``src``
         calling ``callback(arg)``; the same order and times as the two calls."""
-        msg = self._post_send(me, dst, size_bytes, tag, label)
+        # _post_send and _post_recv, inlined: this runs once per collective message
+        channels = self._channels
+        key = (tag, me, dst, size_bytes)
+        ch = channels.get(key)
+        if ch is None:
+            ch = channels[key] = _Channel()
+        ch.sends += 1
+        if ch.recvs >= ch.sends:
+            msg = ch.waiting.popleft()
+            if label is not None and msg.label is not None and label != msg.label:
+                raise MessageMismatchError(me, dst, label, msg.label)
+        else:
+            msg = Message(key, ch.sends, label)
+            ch.waiting.append(msg)
+        msg.sent_at = self.queue.now
+        self.messages += 1
+        self.bytes_sent += size_bytes
+        pair = (me, dst)
+        dim = self._dim_cache.get(pair)
+        if dim is None:
+            dim = self._dim_cache[pair] = self.topology.dim_to_transfer(me, dst)
+        self.bytes_per_dim[dim] += size_bytes
         self._transfer(me, dst, size_bytes, msg)
-        self._post_recv(me, src, size_bytes, tag, label, callback, (arg,))
+
+        key = (tag, src, me, size_bytes)
+        ch = channels.get(key)
+        if ch is None:
+            ch = channels[key] = _Channel()
+        ch.recvs += 1
+        if ch.sends >= ch.recvs:
+            msg = ch.waiting.popleft()
+            if label is not None and msg.label is not None and label != msg.label:
+                raise MessageMismatchError(src, me, msg.label, label)
+            if msg.arrived:
+                self.bytes_received += size_bytes
+                self.queue.schedule(0, callback, arg)
+                return
+        else:
+            msg = Message(key, ch.recvs, label)
+            ch.waiting.append(msg)
+        msg.recv_cb = callback
+        msg.recv_args = (arg,)
 
     def _post_send(self, src: int, dst: int, size_bytes: int, tag: int, label: object) -> Message:
         key = (tag, src, dst, size_bytes)
