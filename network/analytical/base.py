@@ -26,26 +26,16 @@ from network.topology import Topology
 Callback = Callable[..., None]
 
 
+# A message (one send/receive pair; ASTRA-sim: a CallbackTracker entry) is a list, which is
+# several times cheaper to create than an object (one per message):
+# [send callback, its args, receive callback, its args, arrived, label of the side posted first,
+#  time the send was issued (None until it is), pairing key, n-th of its key]
+SEND_CB, SEND_ARGS, RECV_CB, RECV_ARGS, ARRIVED, LABEL, SENT_AT, KEY, N = range(9)
+Message = list
+
+
 def _noop(*_: object) -> None:
     pass
-
-
-class Message:
-    """One send/receive pair (ASTRA-sim: a CallbackTracker entry). ``sent_at`` is the time the
-    send was issued (None until it is); ``label`` is the label of the side posted first."""
-
-    __slots__ = ("key", "n", "sent_at", "send_cb", "send_args", "recv_cb", "recv_args", "label", "arrived")
-
-    def __init__(self, key: tuple, n: int, label: object) -> None:
-        self.key = key
-        self.n = n
-        self.sent_at: int | None = None
-        self.send_cb: Callback = _noop
-        self.send_args: tuple = ()
-        self.recv_cb: Callback | None = None
-        self.recv_args: tuple = ()
-        self.label = label
-        self.arrived = False
 
 
 class _Channel:
@@ -89,8 +79,8 @@ class AnalyticalBackend:
     def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callback, *args: object,
              label: object = None) -> None:
         msg = self._post_send(src, dst, size_bytes, tag, label)
-        msg.send_cb = callback
-        msg.send_args = args
+        msg[SEND_CB] = callback
+        msg[SEND_ARGS] = args
         self._transfer(src, dst, size_bytes, msg)
 
     def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callback, *args: object,
@@ -110,12 +100,12 @@ class AnalyticalBackend:
         ch.sends += 1
         if ch.recvs >= ch.sends:
             msg = ch.waiting.popleft()
-            if label is not None and msg.label is not None and label != msg.label:
-                raise MessageMismatchError(me, dst, label, msg.label)
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(me, dst, label, msg[LABEL])
         else:
-            msg = Message(key, ch.sends, label)
+            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
             ch.waiting.append(msg)
-        msg.sent_at = self.queue.now
+        msg[SENT_AT] = self.queue.now
         self.messages += 1
         self.bytes_sent += size_bytes
         pair = (me, dst)
@@ -132,17 +122,17 @@ class AnalyticalBackend:
         ch.recvs += 1
         if ch.sends >= ch.recvs:
             msg = ch.waiting.popleft()
-            if label is not None and msg.label is not None and label != msg.label:
-                raise MessageMismatchError(src, me, msg.label, label)
-            if msg.arrived:
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, me, msg[LABEL], label)
+            if msg[ARRIVED]:
                 self.bytes_received += size_bytes
                 self.queue.schedule(0, callback, arg)
                 return
         else:
-            msg = Message(key, ch.recvs, label)
+            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
             ch.waiting.append(msg)
-        msg.recv_cb = callback
-        msg.recv_args = (arg,)
+        msg[RECV_CB] = callback
+        msg[RECV_ARGS] = (arg,)
 
     def _post_send(self, src: int, dst: int, size_bytes: int, tag: int, label: object) -> Message:
         key = (tag, src, dst, size_bytes)
@@ -152,12 +142,12 @@ class AnalyticalBackend:
         ch.sends += 1
         if ch.recvs >= ch.sends:  # its receive is waiting
             msg = ch.waiting.popleft()
-            if label is not None and msg.label is not None and label != msg.label:
-                raise MessageMismatchError(src, dst, label, msg.label)
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, dst, label, msg[LABEL])
         else:
-            msg = Message(key, ch.sends, label)
+            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
             ch.waiting.append(msg)
-        msg.sent_at = self.queue.now
+        msg[SENT_AT] = self.queue.now
         self.messages += 1
         self.bytes_sent += size_bytes
         pair = (src, dst)
@@ -176,28 +166,28 @@ class AnalyticalBackend:
         ch.recvs += 1
         if ch.sends >= ch.recvs:  # its send was issued
             msg = ch.waiting.popleft()
-            if label is not None and msg.label is not None and label != msg.label:
-                raise MessageMismatchError(src, dst, msg.label, label)
-            if msg.arrived:
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, dst, msg[LABEL], label)
+            if msg[ARRIVED]:
                 self.bytes_received += size_bytes
                 self.queue.schedule(0, callback, *args)
                 return
         else:
-            msg = Message(key, ch.recvs, label)
+            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
             ch.waiting.append(msg)
-        msg.recv_cb = callback
-        msg.recv_args = args
+        msg[RECV_CB] = callback
+        msg[RECV_ARGS] = args
 
     def _on_arrival(self, msg: Message) -> None:
-        recv_cb = msg.recv_cb
-        send_cb = msg.send_cb
+        recv_cb = msg[RECV_CB]
+        send_cb = msg[SEND_CB]
         if send_cb is not _noop:
-            send_cb(*msg.send_args)
+            send_cb(*msg[SEND_ARGS])
         if recv_cb is not None:
-            self.bytes_received += msg.key[3]
-            recv_cb(*msg.recv_args)
+            self.bytes_received += msg[KEY][3]
+            recv_cb(*msg[RECV_ARGS])
         else:
-            msg.arrived = True
+            msg[ARRIVED] = True
 
     def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
         raise NotImplementedError
@@ -207,14 +197,14 @@ class AnalyticalBackend:
         out = []
         seen = {id(m): m for ch in self._channels.values() for m in ch.waiting}
         seen.update((id(m), m) for m in self._in_flight())
-        for m in sorted(seen.values(), key=lambda m: (m.key, m.n)):
-            tag, src, dst, size = m.key
-            if m.sent_at is None:
-                out.append(f"receive on rank {dst} from rank {src} (tag {tag}, {size} bytes, #{m.n}) has no matching send")
-            elif m.arrived:
-                out.append(f"message rank {src} -> rank {dst} (tag {tag}, {size} bytes, #{m.n}) arrived but was never received")
+        for m in sorted(seen.values(), key=lambda m: (m[KEY], m[N])):
+            (tag, src, dst, size), n = m[KEY], m[N]
+            if m[SENT_AT] is None:
+                out.append(f"receive on rank {dst} from rank {src} (tag {tag}, {size} bytes, #{n}) has no matching send")
+            elif m[ARRIVED]:
+                out.append(f"message rank {src} -> rank {dst} (tag {tag}, {size} bytes, #{n}) arrived but was never received")
             else:
-                out.append(f"message rank {src} -> rank {dst} (tag {tag}, {size} bytes, #{m.n}) is still in flight")
+                out.append(f"message rank {src} -> rank {dst} (tag {tag}, {size} bytes, #{n}) is still in flight")
         return out
 
     def _in_flight(self) -> list[Message]:
