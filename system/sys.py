@@ -20,13 +20,12 @@ from network.errors import InputError
 from system.errors import SystemConfigError
 from system.logical_topology import Direction, LogicalTopology
 from system.queue_levels import QueueLevels
+from system.rendezvous import RendezvousMixin
 from system.scheduler_unit import SchedulerUnit
 from system.stream import CollectiveLabel, CollectivePhase, DataSet, StreamBaseline
 
 NATIVE_TAG_OFFSET = 0
 COLLECTIVE_TAG_OFFSET = 500_000_000
-RENDEZVOUS_TAG_OFFSET = 1_000_000_000
-RENDEZVOUS_BYTES = 8192
 _UNLIMITED = 100_000_000  # ASTRA-sim's hard-coded active_first_phase / max_running
 
 
@@ -34,7 +33,7 @@ def _noop(*_: object) -> None:
     pass
 
 
-class Sys:
+class Sys(RendezvousMixin):
     """One NPU's system layer. Time is integer ns (cycles at 1 GHz)."""
 
     def __init__(self, npu_id: int, backend: NetworkBackend, config: SystemConfig,
@@ -148,27 +147,6 @@ class Sys:
 
     def _net_recv(self, src: int, size: int, tag: int, label: object, callback: Callable[..., None],
                   *args: object) -> None:
-        self.backend.recv(self.id, src, size, tag, callback, *args, label=label)
-
-    # ASTRA-sim's --rendezvous-protocol (Sys::rendezvous_sim_send/recv): the receiver first sends
-    # an 8192-byte request to the sender; its arrival posts the real receive (the request's send
-    # callback) and then releases the real send (the sender's receive callback), in that order.
-    def _rendezvous_send(self, dst: int, size: int, tag: int, label: object, callback: Callable[..., None],
-                         *args: object) -> None:
-        self.backend.recv(self.id, dst, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG_OFFSET,
-                          self._rendezvous_release_send, dst, size, tag, label, callback, args, label=label)
-
-    def _rendezvous_release_send(self, dst: int, size: int, tag: int, label: object,
-                                 callback: Callable[..., None], args: tuple) -> None:
-        self.backend.send(self.id, dst, size, tag, callback, *args, label=label)
-
-    def _rendezvous_recv(self, src: int, size: int, tag: int, label: object, callback: Callable[..., None],
-                         *args: object) -> None:
-        self.backend.send(self.id, src, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG_OFFSET,
-                          self._rendezvous_post_recv, src, size, tag, label, callback, args, label=label)
-
-    def _rendezvous_post_recv(self, src: int, size: int, tag: int, label: object,
-                              callback: Callable[..., None], args: tuple) -> None:
         self.backend.recv(self.id, src, size, tag, callback, *args, label=label)
 
     @staticmethod
