@@ -9,6 +9,12 @@ Message semantics (ASTRA-sim's analytical frontend, docs/astra-sim-semantics.md 
   arrived before the receive was posted, ``cb`` runs at the current time as a new event.
 * Sends and receives pair on (tag, src, dst, size) plus a running count per key, first with first.
 * Callbacks are never called from inside ``send``/``recv``.
+* ``label`` (optional): what the message belongs to, e.g. a collective's identity. A send and
+  the receive it pairs with whose labels both are set and differ raise
+  ``network.errors.MessageMismatchError`` (the ranks disagree: exit 3).
+* ``exchange(me, dst, src, size, tag, label, cb, arg)``: one collective step, the same as
+  ``send(me, dst, size, tag, <nothing>)`` then ``recv(me, src, size, tag, cb, arg)`` (one call
+  on the hot path instead of two).
 """
 from __future__ import annotations
 
@@ -30,9 +36,14 @@ class NetworkBackend(Protocol):
 
     def schedule(self, delay_ns: int, callback: Callback, *args: object) -> None: ...
 
-    def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callback, *args: object) -> None: ...
+    def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callback, *args: object,
+             label: object = None) -> None: ...
 
-    def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callback, *args: object) -> None: ...
+    def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callback, *args: object,
+             label: object = None) -> None: ...
+
+    def exchange(self, me: int, dst: int, src: int, size_bytes: int, tag: int, label: object,
+                 callback: Callback, arg: object) -> None: ...
 
     def run(self) -> None: ...
 

@@ -25,3 +25,17 @@ class NetworkConfigError(InputError):
 
 class SimulationLimitError(Exception):
     """A user-set budget (events, wall time) ran out before the simulation finished."""
+
+
+class MessageMismatchError(Exception):
+    """A send and the receive it pairs with belong to different collectives (exit 3): the ranks
+    issue collectives in different orders. The labels are the system layer's, printed as given."""
+
+    def __init__(self, src: int, dst: int, send_label: object, recv_label: object) -> None:
+        self.src, self.dst = src, dst
+        self.send_label, self.recv_label = send_label, recv_label
+        super().__init__(
+            f"rank {src}'s message to rank {dst} belongs to {send_label} on rank {src}, but the receive "
+            f"rank {dst} posted for it belongs to {recv_label} on rank {dst}: the ranks run their "
+            "collectives in different orders"
+        )

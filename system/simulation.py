@@ -15,7 +15,7 @@ from typing import Any
 
 from network.analytical.symmetric import SymmetricUnawareBackend
 from network.config import NetworkConfig
-from network.errors import SimulationLimitError
+from network.errors import MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
@@ -58,6 +58,18 @@ class Deadlock(Exception):
             if len(self.unmatched) > 16:
                 lines.append(f"    ... {len(self.unmatched) - 16} more")
         return "\n".join(lines)
+
+
+class CollectiveMismatch(Deadlock):
+    """A message paired with a receive of another collective: the ranks disagree on the order of
+    their collectives, so no answer is right (exit 3, as a deadlock)."""
+
+    def __init__(self, time_ns: int, error: MessageMismatchError) -> None:
+        self.error = error
+        super().__init__(time_ns, {}, [])
+
+    def report(self, max_ranks: int = 16) -> str:
+        return f"stuck: at {self.time_ns} ns {self.error}"
 
 
 @dataclass
@@ -160,6 +172,8 @@ def run_simulation(
         progress.start(net_backend)
     try:
         net_backend.run()
+    except MessageMismatchError as e:
+        raise CollectiveMismatch(net_backend.now(), e) from None
     finally:
         if progress is not None:
             progress.stop()

@@ -1,21 +1,36 @@
 """Chunks of a collective and their bookkeeping (ASTRA-sim: DataSet, CollectivePhase, StreamBaseline)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 if TYPE_CHECKING:
     from system.collective.algorithm import Algorithm
     from system.sys import Sys
 
 
+class CollectiveLabel(NamedTuple):
+    """A collective's identity, carried by each of its messages: the network refuses to pair a
+    message with a receive of another collective (network.errors.MessageMismatchError)."""
+
+    com_type: str  # all-reduce, all-gather, ...
+    size: int  # bytes the rank asked for
+    group: int | None  # communicator group id; None: the whole network
+    seq: int  # 1 for the rank's first collective on that group, 2 for the next, ...
+
+    def __str__(self) -> str:
+        where = "all ranks" if self.group is None else f"communicator group {self.group}"
+        return f"{self.com_type} of {self.size} bytes (collective #{self.seq} on {where})"
+
+
 class DataSet:
     """One collective on one NPU: counts its finished streams, then notifies (ASTRA-sim: DataSet)."""
 
     __slots__ = ("my_id", "total_streams", "finished_streams", "finished", "active",
-                 "creation_tick", "finish_tick", "notifier")
+                 "creation_tick", "finish_tick", "notifier", "label")
 
-    def __init__(self, my_id: int, total_streams: int, now: int) -> None:
+    def __init__(self, my_id: int, total_streams: int, now: int, label: CollectiveLabel | None = None) -> None:
         self.my_id = my_id
+        self.label = label
         self.total_streams = total_streams
         self.finished_streams = 0
         self.finished = False

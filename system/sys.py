@@ -20,13 +20,12 @@ from network.errors import InputError
 from system.errors import SystemConfigError
 from system.logical_topology import Direction, LogicalTopology
 from system.queue_levels import QueueLevels
+from system.rendezvous import RendezvousMixin
 from system.scheduler_unit import SchedulerUnit
-from system.stream import CollectivePhase, DataSet, StreamBaseline
+from system.stream import CollectiveLabel, CollectivePhase, DataSet, StreamBaseline
 
 NATIVE_TAG_OFFSET = 0
 COLLECTIVE_TAG_OFFSET = 500_000_000
-RENDEZVOUS_TAG_OFFSET = 1_000_000_000
-RENDEZVOUS_BYTES = 8192
 _UNLIMITED = 100_000_000  # ASTRA-sim's hard-coded active_first_phase / max_running
 
 
@@ -34,7 +33,7 @@ def _noop(*_: object) -> None:
     pass
 
 
-class Sys:
+class Sys(RendezvousMixin):
     """One NPU's system layer. Time is integer ns (cycles at 1 GHz)."""
 
     def __init__(self, npu_id: int, backend: NetworkBackend, config: SystemConfig,
@@ -68,6 +67,8 @@ class Sys:
         self._dataset_ids = 0
         self._logical_topologies: dict[ComType, LogicalTopology] = {}
         self._batches: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
+        self._collectives_on: dict[int | None, int] = {}  # group id → collectives issued on it
+        self._exchange = backend.exchange
         self.custom_loader = custom_loader
         self.rendezvous = rendezvous
         if rendezvous:
@@ -90,17 +91,21 @@ class Sys:
 
     def _call_events(self, t: int) -> None:
         batch = self._batches[t]
-        i = 0
-        while i < len(batch):  # events registered for this tick while running join this pass
-            callback, args = batch[i]
-            i += 1
+        for callback, args in batch:  # the iterator re-reads the length: late joiners run in this pass
             callback(*args)
         del self._batches[t]
 
     # -- memory bus: the per-packet endpoint delay and reduction (MemBus, PacketBundle) ----
     def mem_bus_transfer(self, stream: StreamBaseline, fast: bool, needs_processing: bool, size: int) -> None:
         delay = 10 if fast else self.communication_delay
-        self.register_event(delay, self._bundle_arrived, stream, needs_processing, size)
+        # register_event, inlined: this runs once per collective message
+        t = self.now() + delay
+        batch = self._batches.get(t)
+        if batch is None:
+            self._batches[t] = [(self._bundle_arrived, (stream, needs_processing, size))]
+            self._schedule(delay, self._call_events, t)
+        else:
+            batch.append((self._bundle_arrived, (stream, needs_processing, size)))
 
     def _bundle_arrived(self, stream: StreamBaseline, needs_processing: bool, size: int) -> None:
         if needs_processing:
@@ -119,8 +124,10 @@ class Sys:
     def collective_send_recv(self, stream: StreamBaseline, dst: int, src: int, size: int) -> None:
         """Send ``size`` bytes to ``dst`` and post the receive from ``src`` for one step."""
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
-        self.backend.send(self.id, dst, size, tag, _noop)
-        self.backend.recv(self.id, src, size, tag, self._on_collective_packet, stream)
+        # the receive calls the posting algorithm itself: its phase is current until every
+        # message it waits for has arrived (what _on_collective_packet would look up)
+        algo = stream.my_current_phase.algorithm
+        self._exchange(self.id, dst, src, size, tag, stream.dataset.label, type(algo).on_packet_received, algo)
 
     def _collective_send_recv_via_net(self, stream: StreamBaseline, dst: int, src: int, size: int) -> None:
         self.collective_send(stream, dst, size)
@@ -128,34 +135,19 @@ class Sys:
 
     def collective_send(self, stream: StreamBaseline, dst: int, size: int) -> None:
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
-        self._net_send(dst, size, tag, _noop)
+        self._net_send(dst, size, tag, stream.dataset.label, _noop)
 
     def collective_recv(self, stream: StreamBaseline, src: int, size: int) -> None:
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
-        self._net_recv(src, size, tag, self._on_collective_packet, stream)
+        self._net_recv(src, size, tag, stream.dataset.label, self._on_collective_packet, stream)
 
-    def _net_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
-        self.backend.send(self.id, dst, size, tag, callback, *args)
+    def _net_send(self, dst: int, size: int, tag: int, label: object, callback: Callable[..., None],
+                  *args: object) -> None:
+        self.backend.send(self.id, dst, size, tag, callback, *args, label=label)
 
-    def _net_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
-        self.backend.recv(self.id, src, size, tag, callback, *args)
-
-    # ASTRA-sim's --rendezvous-protocol (Sys::rendezvous_sim_send/recv): the receiver first sends
-    # an 8192-byte request to the sender; its arrival posts the real receive (the request's send
-    # callback) and then releases the real send (the sender's receive callback), in that order.
-    def _rendezvous_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
-        self.backend.recv(self.id, dst, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG_OFFSET,
-                          self._rendezvous_release_send, dst, size, tag, callback, args)
-
-    def _rendezvous_release_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], args: tuple) -> None:
-        self.backend.send(self.id, dst, size, tag, callback, *args)
-
-    def _rendezvous_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
-        self.backend.send(self.id, src, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG_OFFSET,
-                          self._rendezvous_post_recv, src, size, tag, callback, args)
-
-    def _rendezvous_post_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], args: tuple) -> None:
-        self.backend.recv(self.id, src, size, tag, callback, *args)
+    def _net_recv(self, src: int, size: int, tag: int, label: object, callback: Callable[..., None],
+                  *args: object) -> None:
+        self.backend.recv(self.id, src, size, tag, callback, *args, label=label)
 
     @staticmethod
     def _on_collective_packet(stream: StreamBaseline) -> None:
@@ -163,11 +155,11 @@ class Sys:
 
     def native_send(self, dst: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
         tag = tag % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + NATIVE_TAG_OFFSET
-        self._net_send(dst, size, tag, callback, *args)
+        self._net_send(dst, size, tag, None, callback, *args)
 
     def native_recv(self, src: int, size: int, tag: int, callback: Callable[..., None], *args: object) -> None:
         tag = tag % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + NATIVE_TAG_OFFSET
-        self._net_recv(src, size, tag, callback, *args)
+        self._net_recv(src, size, tag, None, callback, *args)
 
     # -- collectives ----------------------------------------------------------------------
     def get_logical_topology(self, com_type: ComType) -> LogicalTopology:
@@ -247,11 +239,14 @@ class Sys:
                             impls: tuple[CollectiveImpl, ...], involved: list[bool] | None,
                             com_type: ComType, explicit_priority: int,
                             group: CommunicatorGroup | None) -> DataSet:
+        gid = None if group is None else group.id
+        seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
+        label = CollectiveLabel(com_type.config_name, size, gid, seq)
         chunk, size = self.determine_chunk_size(size, com_type)
         if chunk == 0 and size > 0:
             chunk = 1  # ASTRA-sim loops forever here (all-gather smaller than the split count)
         streams = math.ceil(size / chunk) if chunk else 0
-        dataset = DataSet(self._dataset_ids, streams, self.now())
+        dataset = DataSet(self._dataset_ids, streams, self.now(), label)
         self._dataset_ids += 1
         pri = self.get_priority(explicit_priority)
         if impls[0].type is ImplType.CUSTOM:

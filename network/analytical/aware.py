@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from network.analytical.base import AnalyticalBackend
+from network.analytical.base import KEY, AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 from network.errors import NetworkConfigError
 from network.topology import TopologyKind
@@ -48,7 +48,7 @@ class Chunk:
 
     __slots__ = ("full", "route", "hop", "size_bytes")
 
-    def __init__(self, full: tuple, route: tuple["Link", ...], size_bytes: int) -> None:
+    def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int) -> None:
         self.full = full
         self.route = route
         self.hop = 0
@@ -142,9 +142,9 @@ class CongestionAwareBackend(AnalyticalBackend):
             a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived))  # None: no topology file
 
     # -- messages -----------------------------------------------------------------------
-    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+    def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
         if self._graph is not None:  # a topology file: per-flow ECMP paths (graph_links.py)
-            route = self._graph.route(src, dst, full[0][0], size_bytes)
+            route = self._graph.route(src, dst, full[KEY][0], size_bytes)
         else:
             route = self._routes.get((src, dst))
             if route is None:

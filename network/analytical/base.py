@@ -4,19 +4,47 @@ Pairing follows ASTRA-sim's analytical frontend (ChunkIdGenerator + CallbackTrac
 (tag, src, dst, size) key counts its sends and its receives separately, and the n-th send of a
 key pairs with the n-th receive. On arrival the sender's callback runs, then the receiver's if
 its receive is posted; a receive posted after arrival runs its callback at delay 0.
+
+We keep, per key, a channel: the two counts and a FIFO of the messages still missing their
+other side (they are all sends or all receives, since the n-th pairs with the n-th). Pairing is
+then one dict look-up and one deque operation per side.
+
+A message may carry a label (the system layer's identity of the collective it belongs to). When
+a send and a receive pair and both carry labels that differ, the ranks disagree on which
+collective this is: ``MessageMismatchError`` (exit 3), rather than a silently wrong answer.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable
 
 from network.config import NetworkConfig
+from network.errors import MessageMismatchError
 from network.event_queue import EventQueue
 from network.topology import Topology
 
 Callback = Callable[..., None]
 
-# entry slots
-_SEND_CB, _SEND_ARGS, _RECV_CB, _RECV_ARGS, _ARRIVED = range(5)
+
+# A message (one send/receive pair; ASTRA-sim: a CallbackTracker entry) is a list, which is
+# several times cheaper to create than an object (one per message):
+# [send callback, its args, receive callback, its args, arrived, label of the side posted first,
+#  time the send was issued (None until it is), pairing key, n-th of its key]
+SEND_CB, SEND_ARGS, RECV_CB, RECV_ARGS, ARRIVED, LABEL, SENT_AT, KEY, N = range(9)
+Message = list
+
+
+def _noop(*_: object) -> None:
+    pass
+
+
+class _Channel:
+    __slots__ = ("sends", "recvs", "waiting")
+
+    def __init__(self) -> None:
+        self.sends = 0
+        self.recvs = 0
+        self.waiting: deque[Message] = deque()
 
 
 class AnalyticalBackend:
@@ -34,9 +62,7 @@ class AnalyticalBackend:
         self.topology: Topology = config.topology
         self.queue = EventQueue(max_events, wall_limit_s)
         self.schedule = self.queue.schedule  # bound once: the system layer calls it per step
-        self._send_ids: dict[tuple, int] = {}
-        self._recv_ids: dict[tuple, int] = {}
-        self._entries: dict[tuple, list] = {}
+        self._channels: dict[tuple, _Channel] = {}
         self.messages = 0
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -50,17 +76,78 @@ class AnalyticalBackend:
         self.queue.run()
 
     # -- messages -----------------------------------------------------------------------
-    def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callback, *args: object) -> None:
-        key = (tag, src, dst, size_bytes)
-        n = self._send_ids.get(key, 0) + 1
-        self._send_ids[key] = n
-        full = (key, n)
-        entry = self._entries.get(full)
-        if entry is None:
-            self._entries[full] = [callback, args, None, None, False]
+    def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callback, *args: object,
+             label: object = None) -> None:
+        msg = self._post_send(src, dst, size_bytes, tag, label)
+        msg[SEND_CB] = callback
+        msg[SEND_ARGS] = args
+        self._transfer(src, dst, size_bytes, msg)
+
+    def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callback, *args: object,
+             label: object = None) -> None:
+        self._post_recv(dst, src, size_bytes, tag, label, callback, args)
+
+    def exchange(self, me: int, dst: int, src: int, size_bytes: int, tag: int, label: object,
+                 callback: Callback, arg: object) -> None:
+        """One collective step: ``send`` to ``dst`` with no callback, then ``recv`` from ``src``
+        calling ``callback(arg)``; the same order and times as the two calls."""
+        # _post_send and _post_recv, inlined: this runs once per collective message
+        channels = self._channels
+        key = (tag, me, dst, size_bytes)
+        ch = channels.get(key)
+        if ch is None:
+            ch = channels[key] = _Channel()
+        ch.sends += 1
+        if ch.recvs >= ch.sends:
+            msg = ch.waiting.popleft()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(me, dst, label, msg[LABEL])
         else:
-            entry[_SEND_CB] = callback
-            entry[_SEND_ARGS] = args
+            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
+            ch.waiting.append(msg)
+        msg[SENT_AT] = self.queue.now
+        self.messages += 1
+        self.bytes_sent += size_bytes
+        pair = (me, dst)
+        dim = self._dim_cache.get(pair)
+        if dim is None:
+            dim = self._dim_cache[pair] = self.topology.dim_to_transfer(me, dst)
+        self.bytes_per_dim[dim] += size_bytes
+        self._transfer(me, dst, size_bytes, msg)
+
+        key = (tag, src, me, size_bytes)
+        ch = channels.get(key)
+        if ch is None:
+            ch = channels[key] = _Channel()
+        ch.recvs += 1
+        if ch.sends >= ch.recvs:
+            msg = ch.waiting.popleft()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, me, msg[LABEL], label)
+            if msg[ARRIVED]:
+                self.bytes_received += size_bytes
+                self.queue.schedule(0, callback, arg)
+                return
+        else:
+            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
+            ch.waiting.append(msg)
+        msg[RECV_CB] = callback
+        msg[RECV_ARGS] = (arg,)
+
+    def _post_send(self, src: int, dst: int, size_bytes: int, tag: int, label: object) -> Message:
+        key = (tag, src, dst, size_bytes)
+        ch = self._channels.get(key)
+        if ch is None:
+            ch = self._channels[key] = _Channel()
+        ch.sends += 1
+        if ch.recvs >= ch.sends:  # its receive is waiting
+            msg = ch.waiting.popleft()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, dst, label, msg[LABEL])
+        else:
+            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
+            ch.waiting.append(msg)
+        msg[SENT_AT] = self.queue.now
         self.messages += 1
         self.bytes_sent += size_bytes
         pair = (src, dst)
@@ -68,49 +155,61 @@ class AnalyticalBackend:
         if dim is None:
             dim = self._dim_cache[pair] = self.topology.dim_to_transfer(src, dst)
         self.bytes_per_dim[dim] += size_bytes
-        self._transfer(src, dst, size_bytes, full)
+        return msg
 
-    def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callback, *args: object) -> None:
+    def _post_recv(self, dst: int, src: int, size_bytes: int, tag: int, label: object,
+                   callback: Callback, args: tuple) -> None:
         key = (tag, src, dst, size_bytes)
-        n = self._recv_ids.get(key, 0) + 1
-        self._recv_ids[key] = n
-        full = (key, n)
-        entry = self._entries.get(full)
-        if entry is None:
-            self._entries[full] = [None, None, callback, args, False]
-        elif entry[_ARRIVED]:
-            del self._entries[full]
-            self.bytes_received += size_bytes
-            self.queue.schedule(0, callback, *args)
+        ch = self._channels.get(key)
+        if ch is None:
+            ch = self._channels[key] = _Channel()
+        ch.recvs += 1
+        if ch.sends >= ch.recvs:  # its send was issued
+            msg = ch.waiting.popleft()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, dst, msg[LABEL], label)
+            if msg[ARRIVED]:
+                self.bytes_received += size_bytes
+                self.queue.schedule(0, callback, *args)
+                return
         else:
-            entry[_RECV_CB] = callback
-            entry[_RECV_ARGS] = args
+            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
+            ch.waiting.append(msg)
+        msg[RECV_CB] = callback
+        msg[RECV_ARGS] = args
 
-    def _on_arrival(self, full: tuple) -> None:
-        entry = self._entries[full]
-        recv_cb = entry[_RECV_CB]
-        entry[_SEND_CB](*entry[_SEND_ARGS])
+    def _on_arrival(self, msg: Message) -> None:
+        recv_cb = msg[RECV_CB]
+        send_cb = msg[SEND_CB]
+        if send_cb is not _noop:
+            send_cb(*msg[SEND_ARGS])
         if recv_cb is not None:
-            del self._entries[full]
-            self.bytes_received += full[0][3]
-            recv_cb(*entry[_RECV_ARGS])
+            self.bytes_received += msg[KEY][3]
+            recv_cb(*msg[RECV_ARGS])
         else:
-            entry[_ARRIVED] = True
+            msg[ARRIVED] = True
 
-    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+    def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
         raise NotImplementedError
 
     # -- reporting ----------------------------------------------------------------------
     def unmatched(self) -> list[str]:
         out = []
-        for ((tag, src, dst, size), n), e in sorted(self._entries.items(), key=lambda kv: kv[0]):
-            if e[_RECV_CB] is not None and e[_SEND_CB] is None:
+        seen = {id(m): m for ch in self._channels.values() for m in ch.waiting}
+        seen.update((id(m), m) for m in self._in_flight())
+        for m in sorted(seen.values(), key=lambda m: (m[KEY], m[N])):
+            (tag, src, dst, size), n = m[KEY], m[N]
+            if m[SENT_AT] is None:
                 out.append(f"receive on rank {dst} from rank {src} (tag {tag}, {size} bytes, #{n}) has no matching send")
-            elif e[_SEND_CB] is not None and e[_ARRIVED]:
+            elif m[ARRIVED]:
                 out.append(f"message rank {src} -> rank {dst} (tag {tag}, {size} bytes, #{n}) arrived but was never received")
-            elif e[_SEND_CB] is not None:
+            else:
                 out.append(f"message rank {src} -> rank {dst} (tag {tag}, {size} bytes, #{n}) is still in flight")
         return out
+
+    def _in_flight(self) -> list[Message]:
+        """Paired messages not yet delivered (a backend that can lose them lists them)."""
+        return []
 
     def stats(self) -> dict[str, object]:
         return {

@@ -41,7 +41,8 @@ class SymmetricUnawareBackend:
     def run(self) -> None:
         self.queue.run()
 
-    def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object) -> None:
+    def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object,
+             label: object = None) -> None:
         self.messages += 1
         pair = (src, dst)
         d = self._dim.get(pair)
@@ -49,12 +50,18 @@ class SymmetricUnawareBackend:
             d = self._dim[pair] = self.topology.dim_to_transfer(src, dst)
         self.bytes_per_dim[d] += size_bytes
 
-    def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object) -> None:
+    def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object,
+             label: object = None) -> None:
         k = (src, dst, size_bytes)
         delay = self._delay.get(k)
         if delay is None:
             delay = self._delay[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
         self.queue.schedule(delay, callback, *args)
+
+    def exchange(self, me: int, dst: int, src: int, size_bytes: int, tag: int, label: object,
+                 callback: Callable[..., None], arg: object) -> None:
+        self.send(me, dst, size_bytes, tag, callback)
+        self.recv(me, src, size_bytes, tag, callback, arg)
 
     def unmatched(self) -> list[str]:
         return []

@@ -6,7 +6,7 @@ in flight at once (docs/astra-sim-semantics.md §6.2).
 """
 from __future__ import annotations
 
-from network.analytical.base import AnalyticalBackend
+from network.analytical.base import KEY, AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 
 
@@ -17,6 +17,8 @@ class CongestionUnawareBackend(AnalyticalBackend):
         super().__init__(*args, **kwargs)
         self._delay_cache: dict[tuple[int, int, int], int] = {}
         self._graph = graph_flows(self.topology)  # None: no topology file
+        if self._graph is not None:
+            self._transfer = self._graph_transfer  # type: ignore[method-assign]
 
     def message_delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
         k = (src, dst, size_bytes)
@@ -25,11 +27,16 @@ class CongestionUnawareBackend(AnalyticalBackend):
             d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
         return d
 
-    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
-        if self._graph is not None:  # a topology file: the flow's ECMP path (graph_links.py)
-            self.queue.schedule(self._graph.delay_ns(src, dst, full[0][0], size_bytes), self._on_arrival, full)
-            return
-        self.queue.schedule(self.message_delay_ns(src, dst, size_bytes), self._on_arrival, full)
+    def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
+        k = (src, dst, size_bytes)
+        d = self._delay_cache.get(k)
+        if d is None:
+            d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
+        self.queue.schedule(d, self._on_arrival, msg)
+
+    def _graph_transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
+        """A topology file: the flow's ECMP path (graph_links.py), hashed on its tag."""
+        self.queue.schedule(self._graph.delay_ns(src, dst, msg[KEY][0], size_bytes), self._on_arrival, msg)
 
     def stats(self) -> dict[str, object]:
         out = super().stats()

@@ -32,7 +32,7 @@ import warnings
 import weakref
 from typing import Any
 
-from network.analytical.base import AnalyticalBackend, Callback
+from network.analytical.base import AnalyticalBackend, Callback, Message
 from network.config import NetworkConfig
 from network.errors import NetworkConfigError, SimulationLimitError
 from network.analytical.graph_links import graph_flows
@@ -62,6 +62,10 @@ class _Ns3Queue:
     @property
     def events_processed(self) -> int:
         return self._backend.ns3_events()
+
+    @property
+    def now(self) -> int:
+        return self._backend.now()
 
 
 class _Closed:
@@ -102,7 +106,7 @@ class Ns3Backend(AnalyticalBackend):
         self._max_events = max_events
         self._wall_limit_s = wall_limit_s
         self._events: dict[int, tuple[Callback, tuple]] = {}  # ns-3 event id → Python callback
-        self._messages: dict[int, tuple] = {}  # message id → pairing key
+        self._messages: dict[int, Message] = {}  # message id → its send/recv pair
         self._next_event = self._next_message = 0
         self._python_calls = 0
         self._error: BaseException | None = None
@@ -275,7 +279,7 @@ class Ns3Backend(AnalyticalBackend):
         self._stop()
 
     # -- messages ---------------------------------------------------------------------------
-    def _transfer(self, src: int, dst: int, size_bytes: int, full: tuple) -> None:
+    def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
         n = self.topology.npus_count
         if not (0 <= src < n and 0 <= dst < n):
             raise ValueError(f"message rank {src} -> rank {dst}: ranks are 0..{n - 1}")
@@ -289,6 +293,9 @@ class Ns3Backend(AnalyticalBackend):
         self._fabric.Send(src, dst, size_bytes or 1, mid)
 
     # -- reporting --------------------------------------------------------------------------
+    def _in_flight(self) -> list:
+        return list(self._messages.values())
+
     def unmatched(self) -> list[str]:
         lines = super().unmatched()
         if lines and self._messages and not isinstance(self._fabric, _Closed):

@@ -90,13 +90,18 @@ def chunk_of(size: int, n: int, all_gather: bool = False) -> int:
 def sends(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int, int]]:
     """Every message handed to the network: (time ns, src, dst, bytes)."""
     log: list[tuple[int, int, int, int]] = []
-    original = AnalyticalBackend.send
+    original_send, original_exchange = AnalyticalBackend.send, AnalyticalBackend.exchange
 
-    def send(self, src, dst, size_bytes, tag, callback, *args):
+    def send(self, src, dst, size_bytes, tag, callback, *args, **kw):
         log.append((self.now(), src, dst, size_bytes))
-        return original(self, src, dst, size_bytes, tag, callback, *args)
+        return original_send(self, src, dst, size_bytes, tag, callback, *args, **kw)
+
+    def exchange(self, me, dst, src, size_bytes, *rest):  # a collective step: a send and a receive
+        log.append((self.now(), me, dst, size_bytes))
+        return original_exchange(self, me, dst, src, size_bytes, *rest)
 
     monkeypatch.setattr(AnalyticalBackend, "send", send)
+    monkeypatch.setattr(AnalyticalBackend, "exchange", exchange)
     return log
 
 
