@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from chakra_proto import EtFormatError, et_def_pb2 as pb, read_et
+from chakra_proto import EtFormatError, decode_node, et_def_pb2 as pb, read_et_split
 from chakra_proto.attrs import int_value
 from workload.errors import WorkloadError
 
@@ -28,6 +28,18 @@ class Node:
     def __init__(self) -> None:
         self.children: list[int] = []
 
+    def clone(self, index: int) -> Node:
+        """The same parsed fields for another file's graph: own children, own entry index."""
+        n = _new_node(Node)
+        n.children = []
+        n.index = index
+        n.id, n.name, n.type, n.parents = self.id, self.name, self.type, self.parents
+        n.is_cpu_op, n.duration_ns, n.num_ops, n.tensor_size = self.is_cpu_op, self.duration_ns, self.num_ops, self.tensor_size
+        n.comm_type, n.comm_size, n.comm_priority = self.comm_type, self.comm_size, self.comm_priority
+        n.comm_src, n.comm_dst, n.comm_tag = self.comm_src, self.comm_dst, self.comm_tag
+        n.pg_name, n.involved_dim, n.inputs_values = self.pg_name, self.involved_dim, self.inputs_values
+        return n
+
     @property
     def type_name(self) -> str:
         return NODE_TYPES.get(self.type, str(self.type))
@@ -41,10 +53,13 @@ class Node:
         return s + ")"
 
 
+_new_node = object.__new__
+
+
 class Graph:
     """An execution graph: nodes by id, roots, validated to be a DAG."""
 
-    __slots__ = ("path", "nodes", "roots", "order", "metadata")
+    __slots__ = ("path", "nodes", "roots", "order", "metadata", "memo")
 
     def __init__(self, path: str, nodes: dict[int, Node], metadata: Any) -> None:
         self.path = path
@@ -52,6 +67,8 @@ class Graph:
         self.roots = sorted(nid for nid, n in nodes.items() if not n.parents)
         self.order = sorted(nodes)
         self.metadata = metadata
+        # what readers derive from the (immutable) graph, computed once for all ranks sharing it
+        self.memo: dict[str, Any] = {}
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -62,20 +79,13 @@ class Graph:
         return any(n.pg_name not in ("", "0") for n in self.nodes.values() if n.pg_name is not None)
 
 
-def load_graph(path: str | os.PathLike) -> Graph:
+def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None) -> Graph:
+    """Decode and validate one ET file. ``cache`` maps a node's serialized bytes to its parsed
+    Node across the files of one workload: ranks of one layout repeat most nodes byte for byte."""
     p = Path(path)
     if not p.exists():
         raise WorkloadError(p, "", "workload file not found")
-    try:
-        metadata, raw_nodes = read_et(p)
-    except EtFormatError as e:
-        raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
-    nodes: dict[int, Node] = {}
-    for i, rn in enumerate(raw_nodes):
-        n = _parse_node(p, rn, i)
-        if n.id in nodes:
-            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{nodes[n.id].index} and #{i})")
-        nodes[n.id] = n
+    metadata, nodes = _parse_nodes(p, {} if cache is None else cache)
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
     for n in nodes.values():
@@ -88,6 +98,29 @@ def load_graph(path: str | os.PathLike) -> Graph:
         n.children.sort()
     _check_acyclic(p, nodes)
     return Graph(str(p), nodes, metadata)
+
+
+def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node]]:
+    try:
+        metadata, frames, starts = read_et_split(p)
+        # decode every new message first: a corrupt file is named before any field rule
+        fresh = {}
+        for i, f in enumerate(frames):
+            if f not in cache and f not in fresh:
+                fresh[f] = decode_node(f, str(p), i, starts[i])
+    except EtFormatError as e:
+        raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
+    nodes: dict[int, Node] = {}
+    for i, f in enumerate(frames):
+        t = cache.get(f)
+        if t is None:
+            n = cache[f] = _parse_node(p, fresh[f], i)
+        else:
+            n = t.clone(i)
+        if n.id in nodes:
+            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{nodes[n.id].index} and #{i})")
+        nodes[n.id] = n
+    return metadata, nodes
 
 
 def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:

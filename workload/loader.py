@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 from workload.errors import WorkloadError
-from workload.graph import Graph, load_graph
+from workload.graph import Graph, Node, load_graph
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
@@ -72,10 +72,11 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     """Per-rank graphs; ranks that share a file share one Graph object."""
     paths = resolve_workload(spec, npus_count)
     cache: dict[Path, Graph] = {}
+    nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
     out = []
     for path in paths:
         g = cache.get(path)
         if g is None:
-            g = cache[path] = load_graph(path)
+            g = cache[path] = load_graph(path, nodes)
         out.append(g)
     return out
