@@ -7,10 +7,7 @@ Chakra's Python tools accept them.
 """
 from __future__ import annotations
 
-import gzip
 import os
-import tempfile
-import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -60,6 +57,9 @@ def split_et_bytes(raw: bytes, where: str = "<bytes>") -> tuple[pb.GlobalMetadat
     (metadata, one bytes per node, the byte offset of each node's length prefix). Identical
     nodes are identical bytes, so a reader can decode each distinct one once."""
     if raw[:2] == _GZIP_MAGIC:
+        import gzip  # here, not at start-up: few ET files are compressed
+        import zlib
+
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as e:  # zlib.error: a gzip header over a bad stream
@@ -150,6 +150,8 @@ def write_et(
     p = Path(path)
     data = encode_et_bytes(metadata, nodes)
     p.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only writers need it
+
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import enum
 import sys as _sys
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ from network.config import NetworkConfig
 from network.errors import InputError, SimulationLimitError
 from network.registry import known_backends
 from system.simulation import Deadlock, RankView, SimulationResult, run_simulation  # noqa: F401
-from workload.triosim import add_layout_arguments, convert_triosim, is_trace_dir, layout_from_args
+from workload.triosim.folder import is_trace_dir
+from workload.triosim.layout import add_layout_arguments, layout_from_args
 
 
 class ExitCode(enum.IntEnum):
@@ -87,8 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
                      net: NetworkConfig) -> tuple[str, str | None]:
     """One-step form: a TrioSim trace folder as --workload is converted first (issue 4)."""
-    import tempfile
-
     layout = layout_from_args(args)
     if not is_trace_dir(args.workload):
         changed = [k for k, v in layout.items() if v != parser.get_default(k)]
@@ -102,6 +100,10 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
     if ranks not in (1, npus):
         raise InputError(None, "--dp/--tp/--pp",
                          f"the layout has dp×tp×pp = {ranks} ranks but the network {args.network} has {npus} NPUs")
+    import tempfile
+
+    from workload.triosim import convert_triosim
+
     prefix = args.triosim_out or str(Path(tempfile.mkdtemp(prefix="dtsim-triosim-")) / "triosim")
     try:
         conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
@@ -159,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as e:  # a bug in us
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=_sys.stderr)
         return ExitCode.INTERNAL_ERROR
