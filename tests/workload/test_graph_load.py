@@ -90,3 +90,13 @@ def test_children_stay_per_file(tmp_path: Path) -> None:
                                    [("comp", 5, []), ("comp", 7, []), ("comp", 8, [0, 1])]])
     a, b = load_workload_graphs(spec, 2)
     assert a.nodes[0].children == [1] and b.nodes[0].children == [2]
+
+
+def test_what_one_graph_changes_in_a_node_stays_in_that_graph(tmp_path: Path) -> None:
+    # a later rule may adjust a node per file (say, drop a dependency): the cache must not carry it over
+    spec = _write_ranks(tmp_path, [[("comp", 5, []), ("comp", 6, [0])]] * 2)
+    cache: dict = {}
+    a = load_graph(f"{spec}.0.et", cache)
+    a.nodes[1].parents = ()
+    b = load_graph(f"{spec}.1.et", cache)
+    assert b.nodes[1].parents == (0,) and b.nodes[0].children == [1]
