@@ -6,8 +6,11 @@ from chakra_proto import et_def_pb2
 from chakra_proto.io import (
     EtFormatError,
     decode_et_bytes,
+    decode_node,
     encode_et_bytes,
     read_et,
+    read_et_split,
+    split_et_bytes,
     write_et,
 )
 
@@ -15,6 +18,9 @@ __all__ = [
     "et_def_pb2",
     "EtFormatError",
     "decode_et_bytes",
+    "decode_node",
+    "split_et_bytes",
+    "read_et_split",
     "encode_et_bytes",
     "read_et",
     "write_et",

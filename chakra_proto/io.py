@@ -7,12 +7,9 @@ Chakra's Python tools accept them.
 """
 from __future__ import annotations
 
-import gzip
 import os
-import tempfile
-import zlib
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from google.protobuf.message import DecodeError
 
@@ -55,43 +52,67 @@ def _read_varint(raw: bytes, pos: int, where: str) -> tuple[int, int]:
             raise EtFormatError(f"{where}: length prefix at byte {start} is longer than a 32-bit varint")
 
 
-def decode_et_bytes(
-    raw: bytes, where: str = "<bytes>"
-) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
-    """Decode ET bytes into (metadata, nodes). Raises EtFormatError with the byte offset."""
+def split_et_bytes(raw: bytes, where: str = "<bytes>") -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
+    """Decode the metadata and split the nodes into their serialized messages, undecoded:
+    (metadata, one bytes per node, the byte offset of each node's length prefix). Identical
+    nodes are identical bytes, so a reader can decode each distinct one once."""
     if raw[:2] == _GZIP_MAGIC:
+        import gzip  # here, not at start-up: few ET files are compressed
+        import zlib
+
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as e:  # zlib.error: a gzip header over a bad stream
             raise EtFormatError(f"{where}: corrupt gzip data ({e})") from None
     if not raw:
         raise EtFormatError(f"{where}: file is empty; expected a GlobalMetadata message")
-    pos = 0
-    nodes: list[pb.Node] = []
+    n = len(raw)
     metadata = pb.GlobalMetadata()
-    index = -1  # -1 is the metadata
-    while pos < len(raw):
+    frames: list[bytes] = []
+    starts: list[int] = []
+    pos = 0
+    while pos < n:
         start = pos
-        size, pos = _read_varint(raw, pos, where)
+        size = raw[pos]
+        if size < 0x80:  # most nodes are under 128 bytes: a one-byte prefix
+            pos += 1
+        else:
+            size, pos = _read_varint(raw, pos, where)
         end = pos + size
-        what = "GlobalMetadata" if index < 0 else f"node #{index}"
-        if end > len(raw):
+        if end > n:
+            what = "GlobalMetadata" if not starts else f"node #{len(starts) - 1}"
             raise EtFormatError(
                 f"{where}: {what} at byte {start} declares {size} bytes but only "
-                f"{len(raw) - pos} remain (truncated file?)"
+                f"{n - pos} remain (truncated file?)"
             )
-        msg = metadata if index < 0 else pb.Node()
-        try:
-            msg.ParseFromString(raw[pos:end])
-        except DecodeError as e:
-            raise EtFormatError(
-                f"{where}: {what} at byte {start} is not a valid protobuf message ({e})"
-            ) from None
-        if index >= 0:
-            nodes.append(msg)
+        frames.append(raw[pos:end])
+        starts.append(start)
+        if len(starts) == 1:  # a bad metadata message is named before a truncation after it
+            _parse(metadata, frames[0], where, "GlobalMetadata", start)
         pos = end
-        index += 1
-    return metadata, nodes
+    return metadata, frames[1:], starts[1:]
+
+
+def decode_node(data: bytes, where: str, index: int, start: int) -> pb.Node:
+    """One node message from split_et_bytes (index and start name it in an error)."""
+    node = pb.Node()
+    _parse(node, data, where, f"node #{index}", start)
+    return node
+
+
+def _parse(msg: Any, data: bytes, where: str, what: str, start: int) -> None:
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise EtFormatError(f"{where}: {what} at byte {start} is not a valid protobuf message ({e})") from None
+
+
+def decode_et_bytes(
+    raw: bytes, where: str = "<bytes>"
+) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
+    """Decode ET bytes into (metadata, nodes). Raises EtFormatError with the byte offset."""
+    metadata, frames, starts = split_et_bytes(raw, where)
+    return metadata, [decode_node(f, where, i, s) for i, (f, s) in enumerate(zip(frames, starts))]
 
 
 def encode_et_bytes(metadata: pb.GlobalMetadata, nodes: Iterable[pb.Node]) -> bytes:
@@ -105,11 +126,20 @@ def encode_et_bytes(metadata: pb.GlobalMetadata, nodes: Iterable[pb.Node]) -> by
 
 def read_et(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
     p = Path(path)
+    return decode_et_bytes(_read(p), str(p))
+
+
+def read_et_split(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
+    """split_et_bytes of a file's contents, read in one call."""
+    p = Path(path)
+    return split_et_bytes(_read(p), str(p))
+
+
+def _read(p: Path) -> bytes:
     try:
-        raw = p.read_bytes()
+        return p.read_bytes()
     except OSError as e:
         raise EtFormatError(f"{p}: cannot read ({e.strerror})") from None
-    return decode_et_bytes(raw, str(p))
 
 
 def write_et(
@@ -120,6 +150,8 @@ def write_et(
     p = Path(path)
     data = encode_et_bytes(metadata, nodes)
     p.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only writers need it
+
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -8,9 +8,17 @@ TrioSim cases read the traces of a checkout's examples/triosim (``--examples DIR
     dtsim-bench --quick         # the small cases only
     dtsim-bench --cases ring1024 ring4096
     dtsim-bench --json out.json # also write the rows as JSON
+    dtsim-bench --astra-sim-bin DIR                       # issue 13's four cases, side by side
+    dtsim-bench --astra-sim-bin DIR --cases ring64-general --repeat 3
 
-ASTRA-sim 2.0 (C++) on the same kind of 2-core machine, from
-../shared/anchors/astra-sim/REFERENCE.md: Ring 1 GB all-reduce 512 NPUs 1.85 s / 102 MB,
+With ``--astra-sim-bin DIR`` (the folder holding ASTRA-sim's AstraSim_Analytical_Congestion_{Unaware,
+Aware} binaries) each case also runs ASTRA-sim on the very same files, alternating with ours, and
+the row shows both whole-process walls, both peak RSS, the wall ratio and whether every rank's cycles are equal.
+Without ``--cases`` it runs the four cases of issue 13 (ISSUE13 below). ASTRA-sim replays COMP
+nodes from ``duration_micros`` only, so the TrioSim cases drop the converter's exact ``duration_ns``
+attribute: both simulators then read the same durations.
+
+ASTRA-sim 2.0 (C++) on the same kind of 2-core machine, from the REFERENCE.md of its anchors: Ring 1 GB all-reduce 512 NPUs 1.85 s / 102 MB,
 1024 NPUs 8.65 s / 356 MB, 4096 NPUs 310 s / 5458 MB.
 """
 from __future__ import annotations
@@ -18,7 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,16 +51,24 @@ ASTRA_SIM = {  # case → (cycles, wall s, RSS MB) measured by ASTRA-sim where a
     "ring4096": (58640440, 310.33, 5458.3),
     "ring64": (41613556, 0.05, 14.0),
 }
+ASTRA_BINARIES = {"congestion-unaware": "AstraSim_Analytical_Congestion_Unaware",
+                  "congestion-aware": "AstraSim_Analytical_Congestion_Aware"}
+_FINISHED = re.compile(rb"sys\[(\d+)\] finished, (\d+) cycles")
 
 
-def _collective_case(dims: list[tuple[str, int]], extra: tuple[str, ...] = ()) -> dict:
-    return {"kind": "collective", "dims": dims, "extra": list(extra)}
+def _collective_case(dims: list[tuple[str, int]], extra: tuple[str, ...] = (), backend: str | None = None) -> dict:
+    return {"kind": "collective", "dims": dims, "extra": list(extra), "backend": backend}
+
+
+def _triosim_case(trace: str, layout: dict[str, int], dims: list[tuple[str, int]], micros: bool = False) -> dict:
+    return {"kind": "triosim", "trace": trace, "layout": layout, "dims": dims, "micros_only": micros}
 
 
 CASES: dict[str, dict] = {
     "ring64": _collective_case([("Ring", 64)]),
     "switch64": _collective_case([("Switch", 64)]),
     "ring64-general": _collective_case([("Ring", 64)], ("--no-symmetry",)),
+    "ring64-aware": _collective_case([("Ring", 64)], backend="congestion-aware"),
     "ring3d-64": _collective_case([("Ring", 4), ("Ring", 4), ("Ring", 4)]),
     "switch3d-64": _collective_case([("Switch", 4), ("Switch", 4), ("Switch", 4)]),
     "ring512": _collective_case([("Ring", 512)]),
@@ -60,58 +78,112 @@ CASES: dict[str, dict] = {
     "switch3d-512": _collective_case([("Switch", 8), ("Switch", 8), ("Switch", 8)]),
     "ring1024": _collective_case([("Ring", 1024)]),
     "switch1024": _collective_case([("Switch", 1024)]),
+    "ring1024-general": _collective_case([("Ring", 1024)], ("--no-symmetry",)),
+    "ring1024-aware": _collective_case([("Ring", 1024)], backend="congestion-aware"),
+    "switch1024-aware": _collective_case([("Switch", 1024)], backend="congestion-aware"),
     "ring3d-1024": _collective_case([("Ring", 8), ("Ring", 8), ("Ring", 16)]),
     "switch3d-1024": _collective_case([("Switch", 8), ("Switch", 8), ("Switch", 16)]),
     "ring4096": _collective_case([("Ring", 4096)]),
     "switch4096": _collective_case([("Switch", 4096)]),
+    "ring4096-general": _collective_case([("Ring", 4096)], ("--no-symmetry",)),
     "ring3d-4096": _collective_case([("Ring", 16), ("Ring", 16), ("Ring", 16)]),
     "switch3d-4096": _collective_case([("Switch", 16), ("Switch", 16), ("Switch", 16)]),
-    "vgg13-dp64": {"kind": "triosim", "trace": "vgg13", "layout": ["--dp", "64"], "npus": 64},
-    "resnet50-8x8x4": {"kind": "triosim", "trace": "resnet50", "layout": ["--dp", "8", "--tp", "8", "--pp", "4",
-                                                                          "--micro-batches", "4"], "npus": 256},
+    "vgg13-dp64": _triosim_case("vgg13", {"dp": 64}, [("Ring", 64)]),
+    "resnet50-8x8x4": _triosim_case("resnet50", {"dp": 8, "tp": 8, "pp": 4, "micro_batches": 4}, [("Ring", 256)]),
+    # issue 13's layout: groups of tp 4, dp 8 and pp 4 ranks, 131,328 nodes, 27,776 collectives
+    "resnet50-8x4x4": _triosim_case("resnet50", {"dp": 8, "tp": 4, "pp": 4, "micro_batches": 8},
+                                    [("Ring", 8), ("Switch", 16)], micros=True),
 }
 QUICK = ["ring64", "ring64-general", "ring512", "ring1024", "ring4096", "vgg13-dp64"]
+ISSUE13 = ["ring1024-general", "ring1024-aware", "switch1024-aware", "resnet50-8x4x4"]
 
 
-def _prepare(name: str, case: dict, work: Path, examples: Path) -> list[str]:
-    """Write the inputs of one case; return the CLI arguments."""
+class Prepared:
+    """One case's files: our CLI arguments and ASTRA-sim's flags for the same inputs."""
+
+    def __init__(self, ours: list[str], astra: list[str], backend: str, npus: int) -> None:
+        self.ours, self.astra, self.backend, self.npus = ours, astra, backend, npus
+
+
+def _child_env() -> dict[str, str]:
+    path = [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
+
+
+def _prepare_in_child(name: str, work: Path, examples: Path) -> Prepared:
+    """Prepare in a child process: a child's peak RSS counts the parent's memory at fork, so the
+    parent must stay small (converting a TrioSim trace takes some 200 MB)."""
+    p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--prepare", name, str(work), str(examples)],
+                       capture_output=True, text=True, env=_child_env(), check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"preparing {name} failed: {p.stderr.strip()[-600:]}")
+    return Prepared(**json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def _write_configs(d: Path, dims: list[tuple[str, int]]) -> tuple[Path, Path, Path]:
     import yaml
 
-    from workload.builder import write_collective_microbenchmark
-
-    d = work / name
-    d.mkdir(parents=True, exist_ok=True)
-    if case["kind"] == "collective":
-        dims = case["dims"]
-        npus = 1
-        for _, n in dims:
-            npus *= n
-        net = {"topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
-               "bandwidth": [50.0] * len(dims), "latency": [500.0] * len(dims)}
-        (d / "net.yml").write_text(yaml.safe_dump(net))
-        cfg = dict(RING_4CHUNKS)
-        for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
-            cfg[f"{c}-implementation"] = ["ring"] * len(dims)
-        (d / "sys.json").write_text(json.dumps(cfg))
-        # one shared file for all ranks (ASTRA-sim's 4096 case does the same)
-        spec = write_collective_microbenchmark(d / "all_reduce", npus, "ALL_REDUCE", GB, shared=True)
-        return ["--workload", spec, "--network", str(d / "net.yml"), "--system", str(d / "sys.json"), *case["extra"]]
-    from workload.triosim import convert_triosim
-
-    npus = case["npus"]
-    layout = dict(zip(case["layout"][::2], case["layout"][1::2]))
-    res = convert_triosim(
-        examples / "triosim" / case["trace"], batch_size=128,
-        dp=int(layout.get("--dp", 1)), tp=int(layout.get("--tp", 1)), pp=int(layout.get("--pp", 1)),
-        micro_batches=int(layout.get("--micro-batches", 1)), out_prefix=d / case["trace"],
-    )
-    net = {"topology": ["Ring"], "npus_count": [npus], "bandwidth": [50.0], "latency": [500.0]}
+    net = {"topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
+           "bandwidth": [50.0] * len(dims), "latency": [500.0] * len(dims)}
     (d / "net.yml").write_text(yaml.safe_dump(net))
     cfg = dict(RING_4CHUNKS)
     for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
-        cfg[f"{c}-implementation"] = ["ring"]
+        cfg[f"{c}-implementation"] = ["ring"] * len(dims)
     (d / "sys.json").write_text(json.dumps(cfg))
-    return ["--workload", str(res.prefix), "--network", str(d / "net.yml"), "--system", str(d / "sys.json")]
+    (d / "mem.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    return d / "net.yml", d / "sys.json", d / "mem.json"
+
+
+def _micros_only(prefix: Path, ranks: int) -> None:
+    """Drop ``duration_ns`` so that we replay ``duration_micros`` as ASTRA-sim does."""
+    from chakra_proto.io import read_et, write_et
+
+    for r in range(ranks):
+        path = Path(f"{prefix}.{r}.et")
+        meta, nodes = read_et(path)
+        for n in nodes:
+            keep = [a for a in n.attr if a.name != "duration_ns"]
+            if len(keep) != len(n.attr):
+                del n.attr[:]
+                n.attr.extend(keep)
+        write_et(path, meta, nodes)
+
+
+def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
+    """Write the inputs of one case."""
+    d = work / name
+    d.mkdir(parents=True, exist_ok=True)
+    dims = case["dims"]
+    npus = 1
+    for _, n in dims:
+        npus *= n
+    net, cfg, mem = _write_configs(d, dims)
+    common = ["--network", str(net), "--system", str(cfg), "--remote-memory-configuration", str(mem)]
+    astra = [f"--network-configuration={net}", f"--system-configuration={cfg}",
+             f"--remote-memory-configuration={mem}"]
+    backend = case.get("backend") or "congestion-unaware"
+    if case["kind"] == "collective":
+        from workload.builder import write_collective_microbenchmark
+
+        # one shared file for all ranks (ASTRA-sim's 4096 case does the same, through links)
+        spec = write_collective_microbenchmark(d / "all_reduce", npus, "ALL_REDUCE", GB, shared=True)
+        for r in range(npus):
+            os.symlink(spec, d / f"all_reduce.{r}.et")
+        ours = ["--workload", spec, *common, *case["extra"]]
+        if case.get("backend"):
+            ours += ["--backend", backend]
+        return Prepared(ours, [f"--workload-configuration={d / 'all_reduce'}", *astra], backend, npus)
+    from workload.triosim import convert_triosim
+
+    res = convert_triosim(examples / "triosim" / case["trace"], batch_size=128,
+                          out_prefix=d / case["trace"], **case["layout"])
+    if case.get("micros_only"):
+        _micros_only(res.prefix, res.ranks)
+    groups = ["--comm-group-configuration", str(res.comm_groups_path)] if res.comm_groups_path else []
+    ours = ["--workload", str(res.prefix), *common, *groups]
+    astra += [f"--workload-configuration={res.prefix}"] + ([f"--comm-group-configuration={res.comm_groups_path}"]
+                                                          if res.comm_groups_path else [])
+    return Prepared(ours, astra, backend, npus)
 
 
 def _run_one(args: list[str]) -> None:
@@ -128,63 +200,150 @@ def _run_one(args: list[str]) -> None:
     tot = data.get("totals", {})
     print(json.dumps({"code": int(code), "wall": wall, "rss_mb": rss_mb, "events": tot.get("events", 0),
                       "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),
+                      "cycles": [r["finish_cycles"] for r in data.get("ranks", [])],
                       "fast_path": data.get("inputs", {}).get("symmetric_fast_path")}))
+
+
+def _run_ours(prep: Prepared) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--one", *prep.ours],
+                       capture_output=True, text=True, env=_child_env())
+    proc_wall = time.perf_counter() - t0
+    if p.returncode != 0 or not p.stdout.strip():
+        return {"failed": True, "error": p.stderr.strip()[-400:]}
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["process_wall"] = proc_wall
+    return r
+
+
+def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
+    """ASTRA-sim in its own process: wall from outside, peak RSS from wait4, cycles per rank."""
+    exe = bin_dir / ASTRA_BINARIES[prep.backend]
+    if not exe.is_file():
+        return {"failed": True, "error": f"{exe} not found"}
+    logs = work / "astra-logs"
+    logs.mkdir(exist_ok=True)
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([str(exe), *prep.astra, f"--logging-folder={logs}"], cwd=work,
+                                stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    cycles = {int(r): int(c) for r, c in _FINISHED.findall(text)}
+    if proc.returncode != 0 or len(cycles) != prep.npus:
+        return {"failed": True, "error": f"exit {proc.returncode}, {len(cycles)} of {prep.npus} ranks finished: "
+                                         + text.decode(errors="replace").strip()[-300:]}
+    return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "cycles": [cycles[r] for r in range(prep.npus)]}
+
+
+def _median_run(runs: list[dict]) -> dict:
+    ok = [r for r in runs if not r.get("failed")]
+    if len(ok) < len(runs):
+        return next(r for r in runs if r.get("failed"))
+    best = dict(ok[0])
+    for key in ("wall", "process_wall"):
+        if key in best:
+            best[key] = statistics.median(r[key] for r in ok)
+    best["walls"] = [r["wall"] for r in ok]
+    best["rss_mb"] = max(r["rss_mb"] for r in ok)
+    return best
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dtsim-bench", description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", choices=list(CASES), help="run only these cases")
     ap.add_argument("--quick", action="store_true", help=f"run {', '.join(QUICK)}")
+    ap.add_argument("--astra-sim-bin", metavar="DIR", type=Path,
+                    help="also run ASTRA-sim's binaries from DIR on each case (default cases: "
+                         f"{', '.join(ISSUE13)})")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run each case N times (ours and ASTRA-sim alternating); report the median wall")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--examples", type=Path, default=None, metavar="DIR",
                     help="a checkout's examples/ folder, for the TrioSim cases (default: the checkout's)")
     ap.add_argument("--one", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    ap.add_argument("--prepare", nargs=3, metavar=("CASE", "DIR", "EXAMPLES"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one is not None:
         _run_one(a.one)
         return 0
-    names = a.cases or (QUICK if a.quick else list(CASES))
-    examples = a.examples or PACKAGE_ROOT / "examples"
+    if a.prepare:
+        print(json.dumps(vars(_prepare(a.prepare[0], CASES[a.prepare[0]], Path(a.prepare[1]), Path(a.prepare[2])))))
+        return 0
+    names = a.cases or (QUICK if a.quick else ISSUE13 if a.astra_sim_bin else list(CASES))
+    examples = (a.examples or PACKAGE_ROOT / "examples").resolve()
     try:
         if a.json:
             check_file("--json", a.json, (".json",), "the rows as JSON")
         if any(CASES[n]["kind"] == "triosim" for n in names) and not (examples / "triosim").is_dir():
             raise InputError(examples / "triosim", "--examples", "no TrioSim traces here; the TrioSim cases "
                              "need a dtsim checkout's examples/ folder (--examples DIR), or choose --cases")
+        if a.astra_sim_bin and not a.astra_sim_bin.is_dir():
+            raise InputError(a.astra_sim_bin, "--astra-sim-bin", "not a folder (the one holding "
+                             f"{' and '.join(ASTRA_BINARIES.values())})")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows = []
-    hdr = f"{'case':<16} {'NPUs':>5} {'events':>10} {'wall s':>8} {'events/s':>10} {'RSS MB':>7} {'cycles':>10}  vs ASTRA-sim (cycles, wall, RSS)"
+    if a.astra_sim_bin:
+        # whole-process walls on both sides: our start-up and imports count, as ASTRA-sim's do
+        hdr = (f"{'case':<18} {'NPUs':>5} {'events':>10} {'wall s':>8} {'RSS MB':>7} {'ASTRA s':>8} "
+               f"{'ASTRA MB':>8} {'wall ratio':>10}  cycles")
+    else:
+        hdr = (f"{'case':<18} {'NPUs':>5} {'events':>10} {'wall s':>8} {'events/s':>10} {'RSS MB':>7} "
+               f"{'cycles':>10}  vs ASTRA-sim (cycles, wall, RSS)")
     print(hdr)
     print("-" * len(hdr))
     with tempfile.TemporaryDirectory() as work:
         for name in names:
-            args = _prepare(name, CASES[name], Path(work), examples)
-            path = [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
-            t0 = time.perf_counter()
-            p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--one", *args],
-                               capture_output=True, text=True, env=env)
-            proc_wall = time.perf_counter() - t0
-            if p.returncode != 0 or not p.stdout.strip():
-                print(f"{name:<16} FAILED: {p.stderr.strip()[-400:]}")
-                rows.append({"case": name, "failed": True})
-                continue
-            r = json.loads(p.stdout.strip().splitlines()[-1])
-            r.update(case=name, process_wall=proc_wall)
+            case_dir = Path(work) / name
+            prep = _prepare_in_child(name, Path(work), examples)
+            ours_runs, astra_runs = [], []
+            for _ in range(max(1, a.repeat)):
+                ours_runs.append(_run_ours(prep))
+                if a.astra_sim_bin:
+                    astra_runs.append(_run_astra(a.astra_sim_bin.resolve(), prep, case_dir))
+            r = _median_run(ours_runs)
+            r["case"] = name
             rows.append(r)
+            if r.get("failed"):
+                print(f"{name:<18} FAILED: {r['error']}")
+                continue
+            if a.astra_sim_bin:
+                x = _median_run(astra_runs)
+                r["astra_sim"] = x
+                if x.get("failed"):
+                    print(f"{name:<18} {r['npus']:>5} {r['events']:>10} {r['process_wall']:>8.3f} {r['rss_mb']:>7.1f}  "
+                          f"ASTRA-sim FAILED: {x['error']}")
+                    continue
+                same = x["cycles"] == r["cycles"]
+                r["cycles_equal"] = same
+                diff = sum(1 for p, q in zip(x["cycles"], r["cycles"]) if p != q)
+                verdict = (f"cycles equal on all {prep.npus} ranks (end {r['end_cycles']})" if same
+                           else f"cycles DIFFER on {diff} of {prep.npus} ranks (ours end {r['end_cycles']}, "
+                                f"ASTRA-sim end {max(x['cycles'])})")
+                ours = r["process_wall"]
+                print(f"{name:<18} {r['npus']:>5} {r['events']:>10} {ours:>8.3f} {r['rss_mb']:>7.1f} "
+                      f"{x['wall']:>8.3f} {x['rss_mb']:>8.1f} {ours / x['wall']:>9.2f}x  {verdict}")
+                continue
             eps = r["events"] / r["wall"] if r["wall"] > 0 else 0
             ref = ASTRA_SIM.get(name.replace("-general", ""))
             vs = ""
             if ref:
                 same = "same cycles" if ref[0] == r["end_cycles"] else f"DIFFERENT cycles ({ref[0]})"
                 vs = f"{same}; {ref[1]:.2f} s; {ref[2]:.0f} MB"
-            print(f"{name:<16} {r['npus']:>5} {r['events']:>10} {r['wall']:>8.3f} {eps:>10.0f} {r['rss_mb']:>7.1f} "
+            print(f"{name:<18} {r['npus']:>5} {r['events']:>10} {r['wall']:>8.3f} {eps:>10.0f} {r['rss_mb']:>7.1f} "
                   f"{r['end_cycles']:>10}  {vs}")
     if a.json:
+        for r in rows:  # per-rank lists make the file long without saying more than the verdict
+            r.pop("cycles", None)
+            r.get("astra_sim", {}).pop("cycles", None)
         Path(a.json).write_text(json.dumps(rows, indent=1))
-    return 1 if any(r.get("failed") for r in rows) else 0
+    return 1 if any(r.get("failed") or r.get("astra_sim", {}).get("failed") or r.get("cycles_equal") is False
+                    for r in rows) else 0
 
 
 def console_main() -> None:

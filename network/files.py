@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterator
 
@@ -72,6 +71,8 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     file that looks complete."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only writers need it, not every run's start-up
+
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with (os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")) as f:

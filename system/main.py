@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import enum
 import sys as _sys
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from network.registry import known_backends
 from system import __version__
 from system.simulation import Deadlock, RankView, SimulationResult, run_simulation  # noqa: F401
 from workload.input_kind import describe_folder
-from workload.triosim import add_layout_arguments, convert_triosim, is_trace_dir, layout_from_args
+from workload.triosim.folder import is_trace_dir
+from workload.triosim.layout import add_layout_arguments, layout_from_args
 
 
 class ExitCode(enum.IntEnum):
@@ -92,8 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
                      net: NetworkConfig) -> tuple[str, str | None]:
     """One-step form: a TrioSim trace folder as --workload is converted first (issue 4)."""
-    import tempfile
-
     layout = layout_from_args(args)
     if not is_trace_dir(args.workload):
         changed = [k for k, v in layout.items() if v != parser.get_default(k)]
@@ -108,6 +106,10 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
     ranks = layout["dp"] * layout["tp"] * layout["pp"]
     if ranks != npus:
         raise InputError(None, "--dp/--tp/--pp", _layout_hint(layout, ranks, npus, args.network))
+    import tempfile
+
+    from workload.triosim import convert_triosim
+
     prefix = args.triosim_out or str(Path(tempfile.mkdtemp(prefix="dtsim-triosim-")) / "triosim")
     try:
         conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
@@ -179,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as e:  # a bug in us
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=_sys.stderr)
         return ExitCode.INTERNAL_ERROR

@@ -142,7 +142,9 @@ def run_simulation(
     remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
     if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)
-    representative = (symmetry and not rendezvous and not groups_spec and remote is None
+    # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter here: a
+    # symmetric graph has no MEM_LOAD/MEM_STORE nodes, so the memory model is never used
+    representative = (symmetry and not rendezvous and not groups_spec
                       and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
                       and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
     if representative:

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 from workload.errors import WorkloadError
-from workload.graph import Graph, load_graph
+from workload.graph import Graph, Node, load_graph
 from workload.host_comms import settle_unknown_peers
 from workload.input_kind import describe_file, describe_folder
 
@@ -94,11 +94,12 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     """Per-rank graphs; ranks that share a file share one Graph object."""
     paths = resolve_workload(spec, npus_count)
     cache: dict[Path, Graph] = {}
+    nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
     out = []
     for path in paths:
         g = cache.get(path)
         if g is None:
-            g = cache[path] = _load(path)
+            g = cache[path] = _load(path, nodes)
         out.append(g)
     for g in cache.values():
         if g.unknown_peers:
@@ -107,9 +108,9 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     return out
 
 
-def _load(path: Path) -> Graph:
+def _load(path: Path, nodes: dict[bytes, Node]) -> Graph:
     try:
-        return load_graph(path)
+        return load_graph(path, nodes)
     except WorkloadError:
         kind = describe_file(path) if path.is_file() else None  # only now: success costs no extra read
         if kind is None:

@@ -42,6 +42,22 @@ def _resource(node: Node) -> int:
     return _GPU_COMM
 
 
+def _resources(graph: Graph) -> dict[int, int]:
+    """Node id → resource kind, once per graph (the feeder asks on every issue and completion)."""
+    kinds = graph.memo.get("resource")
+    if kinds is None:
+        kinds = graph.memo["resource"] = {nid: _resource(n) for nid, n in graph.nodes.items()}
+    return kinds
+
+
+def _waiting_counts(graph: Graph) -> dict[int, int]:
+    """Node id → number of parents, for the nodes that have any (each rank copies it)."""
+    counts = graph.memo.get("waiting")
+    if counts is None:
+        counts = graph.memo["waiting"] = {nid: len(n.parents) for nid, n in graph.nodes.items() if n.parents}
+    return counts
+
+
 class Workload:
     """Per-NPU executor of one Chakra graph."""
 
@@ -52,13 +68,14 @@ class Workload:
         self.rank = sys.id
         self.comm_groups = comm_groups
         self.remote_memory = remote_memory
-        nodes = graph.nodes
-        self._waiting = {nid: len(n.parents) for nid, n in nodes.items() if n.parents}
+        self._kind = kinds = _resources(graph)
+        self._waiting = _waiting_counts(graph).copy()
         # dependency-free nodes, one ascending list per resource kind, so that a pass looks only
         # at the first node of each kind whose slot is free (wide graphs stay cheap)
         self._free_k: list[list[int]] = [[], [], [], []]
         for nid in graph.roots:
-            self._free_k[_resource(nodes[nid])].append(nid)
+            self._free_k[kinds[nid]].append(nid)
+        self._algorithm_names: dict[tuple, str] = {}
         self._freed_in_pass: dict[int, int] = {}
         self._pass_no = 0
         self._ongoing: set[int] = set()
@@ -143,11 +160,11 @@ class Workload:
     def issue(self, node: Node) -> bool:
         """Start a node; True if it finished synchronously."""
         nid = node.id
-        lst = self._free_k[_resource(node)]
+        kind = self._kind[nid]
+        lst = self._free_k[kind]
         del lst[bisect.bisect_left(lst, nid)]
         self._freed_in_pass.pop(nid, None)
         self._ongoing.add(nid)
-        kind = _resource(node)
         if kind != _NONE:
             self._in_flight[kind] += 1
         self.starts[nid] = self.sys.now()
@@ -255,6 +272,14 @@ class Workload:
         per dimension (``ring``, ``ring,direct8``); ``replay`` for a broadcast (for the report)."""
         if node.comm_type == pb.BROADCAST:
             return "replay"
+        # the same for every node of one type and group unless nodes have their own custom ones
+        key = (node.comm_type, node.pg_name, node.id if self.sys.config.per_node_custom else None)
+        name = self._algorithm_names.get(key)
+        if name is None:
+            name = self._algorithm_names[key] = self._find_algorithm_name(node)
+        return name
+
+    def _find_algorithm_name(self, node: Node) -> str:
         com_type = _COLL_TO_COMTYPE[node.comm_type]
         impls = self.sys.collective_impls(com_type, node.id)
         group = self._group(node)
@@ -290,7 +315,8 @@ class Workload:
 
     def _finish(self, nid: int) -> None:
         node = self.graph.nodes[nid]
-        kind = _resource(node)
+        kinds = self._kind
+        kind = kinds[nid]
         if kind != _NONE:
             self._in_flight[kind] -= 1
         self._ongoing.discard(nid)
@@ -298,14 +324,13 @@ class Workload:
         self.records.append((nid, self.starts[nid], self.sys.now()))
         waiting = self._waiting
         free_k = self._free_k
-        nodes = self.graph.nodes
         for c in node.children:
             left = waiting[c] - 1
             if left:
                 waiting[c] = left
             else:
                 del waiting[c]
-                bisect.insort(free_k[_resource(nodes[c])], c)
+                bisect.insort(free_k[kinds[c]], c)
                 self._freed_in_pass[c] = self._pass_no
 
     def _check_finished(self) -> None:

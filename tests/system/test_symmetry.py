@@ -89,3 +89,28 @@ def test_asymmetric_workload_takes_the_general_path(tmp_path: Path) -> None:
     assert not r.inputs["symmetric_fast_path"]
     # the all-reduce cannot end on any rank before the slowest rank's compute (4 µs) is done
     assert min(r.finish_ns) > 4000
+
+
+def test_astra_sim_flags_with_no_memory_expansion_take_the_fast_path(tmp_path: Path) -> None:
+    """Every ASTRA-sim run script passes --remote-memory-configuration (no_memory_expansion.json)."""
+    import json
+
+    from system.main import main
+
+    b = GraphBuilder()
+    b.comp("c", 1000)
+    b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[0])
+    spec = b.write(tmp_path / "w.et")
+    (tmp_path / "net.yml").write_text("topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n")
+    (tmp_path / "mem.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    reports = {}
+    for extra in ([], ["--no-symmetry"]):
+        out = tmp_path / f"r{len(extra)}.json"
+        code = main([f"--workload-configuration={spec}", f"--network-configuration={tmp_path / 'net.yml'}",
+                     f"--remote-memory-configuration={tmp_path / 'mem.json'}", "--quiet", "--report", str(out),
+                     *extra])
+        assert code == 0
+        reports[len(extra)] = json.loads(out.read_text())
+    assert reports[0]["inputs"]["symmetric_fast_path"] is True
+    assert reports[1]["inputs"]["symmetric_fast_path"] is False
+    assert [r["finish_cycles"] for r in reports[0]["ranks"]] == [r["finish_cycles"] for r in reports[1]["ranks"]]

@@ -9,21 +9,30 @@ Public API (``system.main`` and ``python -m workload.convert triosim`` call thes
 
 See docs/triosim.md for the rules.
 """
-from workload.triosim.converter import ConversionResult, build_conversion, convert_triosim
-from workload.triosim.errors import LayoutError, TrioSimTraceError
-from workload.triosim.layout import Layout, add_layout_arguments, layout_from_args
-from workload.triosim.trace import Trace, is_trace_dir, load_trace
+from __future__ import annotations
 
-__all__ = [
-    "ConversionResult",
-    "Layout",
-    "LayoutError",
-    "Trace",
-    "TrioSimTraceError",
-    "add_layout_arguments",
-    "build_conversion",
-    "convert_triosim",
-    "is_trace_dir",
-    "layout_from_args",
-    "load_trace",
-]
+import importlib
+from typing import Any
+
+# name → module: imported on first use, so that a run that converts nothing does not pay for
+# the converter (csv, fractions, decimal and six modules of ours) at start-up
+_HOMES = {
+    "ConversionResult": "converter", "build_conversion": "converter", "convert_triosim": "converter",
+    "LayoutError": "errors", "TrioSimTraceError": "errors",
+    "Layout": "layout", "add_layout_arguments": "layout", "layout_from_args": "layout",
+    "Trace": "trace", "load_trace": "trace", "is_trace_dir": "folder",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from workload.triosim.errors import TrioSimTraceError
+from workload.triosim.folder import is_trace_dir  # noqa: F401 (its old home)
 
 TENSOR_COLUMNS = (
     "Index", "TensorID", "TensorShape", "TensorNumElement", "TensorEachByte",
@@ -91,12 +92,6 @@ class Trace:
 
     def total_time_us(self) -> Fraction:
         return sum((op.time_us for op in self.operators), Fraction(0))
-
-
-def is_trace_dir(path: str | Path) -> bool:
-    """True if ``path`` is a folder holding both TrioSim CSVs (for ``--workload DIR``)."""
-    p = Path(path)
-    return p.is_dir() and (p / "tensor.csv").is_file() and (p / "trace.csv").is_file()
 
 
 def load_trace(trace_dir: str | Path) -> Trace:

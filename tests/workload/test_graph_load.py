@@ -1,0 +1,102 @@
+"""Loading ET files: the split framing and the per-message parse cache give exactly what a plain,
+one-file-at-a-time decode gives."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from chakra_proto import decode_et_bytes, encode_et_bytes, et_def_pb2 as pb, split_et_bytes
+from workload.builder import GraphBuilder
+from workload.graph import Node, load_graph
+from workload.loader import load_workload_graphs
+
+_FIELDS = [s for s in Node.__slots__ if s not in ("children", "index")]
+
+
+def _fields(n: Node) -> tuple:
+    return tuple(getattr(n, s) for s in _FIELDS)
+
+
+def test_split_frames_are_the_encoded_messages() -> None:
+    meta = pb.GlobalMetadata(version="0.0.4")
+    # names long enough for two- and three-byte length prefixes
+    nodes = [pb.Node(id=i, name="x" * (60 * i * i), type=pb.COMP_NODE, duration_micros=i) for i in range(6)]
+    raw = encode_et_bytes(meta, nodes)
+    got_meta, frames, starts = split_et_bytes(raw, "f.et")
+    assert got_meta == meta
+    assert frames == [n.SerializeToString() for n in nodes]
+    assert decode_et_bytes(raw, "f.et") == (meta, nodes)
+    for s, f in zip(starts, frames):  # each start is the length prefix in front of its message
+        assert raw[s:].find(f) in (1, 2, 3)
+
+
+def test_clone_copies_every_parsed_field(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    c = b.comp("c", 1000, tensor_size=64, num_ops=9)
+    b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c], involved_dim=[True, False])
+    g = load_graph(b.write(tmp_path / "w.et"))
+    for n in g.nodes.values():
+        twin = n.clone(7)
+        assert twin is not n and twin.index == 7 and twin.children == [] and twin.children is not n.children
+        assert _fields(twin) == _fields(n)
+        for s in Node.__slots__:  # a field added to Node later must be copied too
+            assert hasattr(twin, s), s
+
+
+def _write_ranks(tmp: Path, ranks: list[list[tuple[str, int, list[int]]]]) -> Path:
+    for r, ops in enumerate(ranks):
+        b = GraphBuilder()
+        for kind, amount, deps in ops:
+            if kind == "comp":
+                b.comp(f"c{amount}", amount, deps=deps)
+            else:
+                b.collective("ar", "ALL_REDUCE", amount, deps=deps)
+        b.write(tmp / "w", r)
+    return tmp / "w"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), n_ranks=st.integers(2, 4))
+def test_shared_parse_equals_separate_parses(tmp_path_factory, data, n_ranks: int) -> None:
+    # ranks drawn from a few variants of each position, so that many nodes repeat byte for byte
+    length = data.draw(st.integers(1, 8))
+    ranks = []
+    for _ in range(n_ranks):
+        ops = []
+        for i in range(length):
+            kind = data.draw(st.sampled_from(["comp", "coll"]))
+            amount = data.draw(st.sampled_from([1000, 2000])) if kind == "comp" else data.draw(
+                st.sampled_from([1 << 10, 1 << 20]))
+            deps = data.draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True)) if i else []
+            ops.append((kind, amount, deps))
+        ranks.append(ops)
+    spec = _write_ranks(tmp_path_factory.mktemp("g"), ranks)
+    shared = load_workload_graphs(spec, n_ranks)
+    for r, g in enumerate(shared):
+        alone = load_graph(f"{spec}.{r}.et")
+        assert sorted(g.nodes) == sorted(alone.nodes) and g.roots == alone.roots
+        for nid, n in g.nodes.items():
+            a = alone.nodes[nid]
+            assert _fields(n) == _fields(a) and n.children == a.children and n.index == a.index
+    # a node parsed once still belongs to one graph: no two graphs share a Node or its children
+    objs = [id(n) for g in shared for n in g.nodes.values()]
+    assert len(objs) == len(set(objs))
+
+
+def test_children_stay_per_file(tmp_path: Path) -> None:
+    # node 0 is byte-identical in both files; its children are not
+    spec = _write_ranks(tmp_path, [[("comp", 5, []), ("comp", 6, [0])],
+                                   [("comp", 5, []), ("comp", 7, []), ("comp", 8, [0, 1])]])
+    a, b = load_workload_graphs(spec, 2)
+    assert a.nodes[0].children == [1] and b.nodes[0].children == [2]
+
+
+def test_what_one_graph_changes_in_a_node_stays_in_that_graph(tmp_path: Path) -> None:
+    # a later rule may adjust a node per file (say, drop a dependency): the cache must not carry it over
+    spec = _write_ranks(tmp_path, [[("comp", 5, []), ("comp", 6, [0])]] * 2)
+    cache: dict = {}
+    a = load_graph(f"{spec}.0.et", cache)
+    a.nodes[1].parents = ()
+    b = load_graph(f"{spec}.1.et", cache)
+    assert b.nodes[1].parents == (0,) and b.nodes[0].children == [1]
