@@ -380,3 +380,20 @@ def test_astra_sim_compatible_writes_whole_microseconds(nccl, tmp_path) -> None:
         total_exact = sum(n.duration_ns for n in exact.nodes.values())
         total_compat = sum(n.duration_ns for n in compat.nodes.values())
         assert abs(total_compat - total_exact) <= 500        # rounded once over the whole rank, not per node
+
+
+def test_operators_under_a_record_the_trace_never_wrote_stay_on_their_thread(tmp_path) -> None:
+    """A profiler stopped from an optimizer step post-hook (``collect run --step K``) closes the
+    execution trace while ``Optimizer.step#...`` is still open: that record is never written, but
+    the operators inside it are. They are the step's host time, not orphans to drop."""
+    from workload.collect.execution_trace import execution_trace_from_doc
+
+    h = _Host()
+    h.add(1, "[pytorch|profiler|execution_trace|process]", 1)
+    h.add(2, "[pytorch|profiler|execution_trace|thread]", 1)
+    h.add(3, "aten::mm", 2)
+    h.add(5, "aten::_foreach_add_", 4)          # its parent 4 (Optimizer.step#Adam.step) is missing
+    h.add(6, "aten::_foreach_mul_", 4)
+    et = execution_trace_from_doc(tmp_path / "host.0.json", {"schema": ET_SCHEMA, "pid": 1, "nodes": h.nodes})
+    root = et.nodes[2]
+    assert [k.name for k in et.kids(root)] == ["aten::mm", "aten::_foreach_add_", "aten::_foreach_mul_"]

@@ -80,9 +80,17 @@ class ExecutionTrace:
         self.schema = schema
         self.nodes = {n.id: n for n in nodes}
         self.children: dict[int, list[EtNode]] = {}
+        # An operator whose parent the trace never wrote belongs to its thread's root: the observer
+        # writes a record when it ends, so one still open when tracing stopped (the optimizer step
+        # whose post-hook stops the profiler) is missing while the operators inside it are there.
+        roots = {n.tid: n.id for n in nodes if n.name == THREAD_ROOT}
         for node in nodes:
-            if node.parent != node.id:             # the process root is its own parent
-                self.children.setdefault(node.parent, []).append(node)
+            if node.parent == node.id:             # the process root is its own parent
+                continue
+            parent = node.parent
+            if parent not in self.nodes and node.tid in roots:
+                parent = roots[node.tid]
+            self.children.setdefault(parent, []).append(node)
         for kids in self.children.values():
             kids.sort(key=lambda n: (n.rf_id, n.id))
 
