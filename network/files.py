@@ -38,7 +38,14 @@ def parse_json(text: str, path: str | os.PathLike, error: type[InputError], **js
         raise error(path, "", f"not a usable JSON document ({_short(e)})") from None
 
 
+_MAX_FLOW_DEPTH = 100
+
+
 def parse_yaml(text: str, path: str | os.PathLike, error: type[InputError]) -> Any:
+    # PyYAML takes seconds to reach its RecursionError on a few KB of [[[[...: refuse at once
+    if text.count("[") + text.count("{") > _MAX_FLOW_DEPTH and _flow_depth(text) > _MAX_FLOW_DEPTH:
+        raise error(path, "", f"not a usable YAML document (nested too deeply: more than {_MAX_FLOW_DEPTH} "
+                              "levels of [ or {)")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -47,6 +54,28 @@ def parse_yaml(text: str, path: str | os.PathLike, error: type[InputError]) -> A
         raise error(path, where, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
     except (RecursionError, ValueError) as e:  # [[[[... thousands deep, or a 5,000-digit integer
         raise error(path, "", f"not a usable YAML document ({_short(e)})") from None
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow collections, outside quotes and comments."""
+    depth = deepest = 0
+    quote = None
+    comment = False
+    for ch in text:
+        if comment:
+            comment = ch != "\n"
+        elif quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            comment = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def _short(e: BaseException) -> str:
