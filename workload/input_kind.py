@@ -7,7 +7,6 @@ checks look at the file's name and first bytes only, so they cost nothing on the
 """
 from __future__ import annotations
 
-import gzip
 import json
 import zlib
 from pathlib import Path
@@ -34,6 +33,8 @@ def describe_file(path: Path) -> str | None:
         with open(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
         if head.startswith(b"\x1f\x8b"):  # profilers often write trace.json.gz
+            import gzip  # here: only a file that failed to load gets this far
+
             with gzip.open(path, "rb") as f:
                 head = f.read(_HEAD_BYTES)
     except (OSError, EOFError, zlib.error):
