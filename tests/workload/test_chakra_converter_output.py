@@ -4,8 +4,8 @@ Chakra's PyTorch converter leaves control dependencies on nodes it dropped, on t
 and (schema 1.0.1) control edges that close a cycle with the data dependencies; older versions
 emit a CPU-op COMM_COLL_NODE without comm_type (the host-side launcher) next to the GPU kernel
 node that carries the collective; its files hold METADATA nodes with process-group records and
-attributes we do not read. Each defect is rebuilt here with our own writer; the last test runs
-a real 2-rank DDP step converted by Chakra, when ../shared has it.
+attributes we do not read. Each defect is rebuilt here with our own writer; a real 2-rank DDP
+step converted by Chakra runs in test_chakra_gloo.py, when ../shared has it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import pytest
 
 from chakra_proto import et_def_pb2 as pb, write_et
 from chakra_proto.attrs import attr_bool, attr_int64, attr_string, attr_uint64
-from conftest import SHARED
 from system.main import main, run_simulation
 from system.report import build_report
 from system.trace_export import CPU_TID, write_traces
@@ -26,7 +25,6 @@ from workload.errors import WorkloadError
 from workload.graph import load_graph
 
 RING2 = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
-CHAKRA_REAL = SHARED / "anchors" / "chakra-real"
 PG_INIT = ('[{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], '
            '"group_size": 2, "group_count": 2}, {"pg_name": "1", "pg_desc": "dp", "backend_config": "cuda:nccl", '
            '"ranks": [0, 1], "group_size": 2, "group_count": 2}]')
@@ -189,21 +187,3 @@ def test_a_trace_of_cpu_ops_reports_cpu_time_not_idle(tmp_path: Path) -> None:
     for r in ranks:
         assert r["cpu_cycles"] == r["exposed_cpu_cycles"] == r["finish_cycles"] == 70_000 + 10_000 * r["rank"]
         assert r["idle_cycles"] == 0 and r["compute_cycles"] == 0
-
-
-# -- the extra layer: a real run, when ../shared has it -----------------------------------------------
-
-@pytest.mark.skipif(not (CHAKRA_REAL / "mlp_w2" / "et").is_dir(),
-                    reason=f"needs the Chakra converter output at {CHAKRA_REAL} (beside the clone)")
-def test_chakra_converter_output_of_a_real_ddp_step_runs(tmp_path: Path, capsys) -> None:
-    out = tmp_path / "r.json"
-    code = main(["--workload", str(CHAKRA_REAL / "mlp_w2" / "et" / "chakra_trace"),
-                 "--network", str(CHAKRA_REAL / "Ring_2npus.yml"), "--report", str(out)])
-    err = capsys.readouterr().err
-    assert code == 0, err
-    for r in range(2):
-        assert f"chakra_trace.{r}.et: ignored 1 control dependency" in err
-    ranks = json.loads(out.read_text())["ranks"]
-    for r in ranks:  # CPU ops and gloo all-reduces (test_chakra_gloo.py): idle only while waiting for the peer
-        assert r["cpu_cycles"] > 0.5 * r["finish_cycles"] and r["idle_cycles"] == r["wait_cycles"]
-        assert r["cpu_cycles"] + r["exposed_comm_cycles"] + r["idle_cycles"] == r["finish_cycles"]
