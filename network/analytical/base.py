@@ -102,6 +102,8 @@ class AnalyticalBackend:
             msg = ch.waiting.popleft()
             if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
                 raise MessageMismatchError(me, dst, label, msg[LABEL])
+            if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
+                del channels[key]
         else:
             msg = [_noop, (), None, (), False, label, None, key, ch.sends]
             ch.waiting.append(msg)
@@ -124,6 +126,8 @@ class AnalyticalBackend:
             msg = ch.waiting.popleft()
             if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
                 raise MessageMismatchError(src, me, msg[LABEL], label)
+            if ch.recvs == ch.sends:
+                del channels[key]
             if msg[ARRIVED]:
                 self.bytes_received += size_bytes
                 self.queue.schedule(0, callback, arg)
@@ -144,6 +148,8 @@ class AnalyticalBackend:
             msg = ch.waiting.popleft()
             if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
                 raise MessageMismatchError(src, dst, label, msg[LABEL])
+            if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
+                del self._channels[key]
         else:
             msg = [_noop, (), None, (), False, label, None, key, ch.sends]
             ch.waiting.append(msg)
@@ -168,6 +174,8 @@ class AnalyticalBackend:
             msg = ch.waiting.popleft()
             if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
                 raise MessageMismatchError(src, dst, msg[LABEL], label)
+            if ch.recvs == ch.sends:
+                del self._channels[key]
             if msg[ARRIVED]:
                 self.bytes_received += size_bytes
                 self.queue.schedule(0, callback, *args)
