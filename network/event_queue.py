@@ -66,6 +66,12 @@ class EventQueue:
         finally:  # an exception out of a callback ends the run; the count stays honest
             self.events_processed += n
 
+    def _halt(self, n: int, lst: list, i: int, t: int) -> None:
+        """Stop mid-tick: the events of tick ``t`` not yet run (``lst[i:]``) stay queued."""
+        self.events_processed = n
+        del lst[:i]
+        heapq.heappush(self._times, t)
+
     def _run_checked(self) -> None:
         """The same order, one event at a time, with budgets and the progress hook."""
         cal, times, pop = self._cal, self._times, heapq.heappop
@@ -87,9 +93,7 @@ class EventQueue:
                 callback(*args)
                 n += 1
                 if limit is not None and n >= limit and (i < len(lst) or times):
-                    self.events_processed = n
-                    del lst[:i]
-                    heapq.heappush(times, t)
+                    self._halt(n, lst, i, t)
                     raise SimulationLimitError(
                         f"event budget of {limit} events exhausted at simulated time {self.now} ns "
                         f"with {len(self)} events still queued (raise --max-events)"
@@ -97,9 +101,7 @@ class EventQueue:
                 # every 64 events: a budget must hold even when single events are slow (generating
                 # a large collective is one event); a clock read per 64 events costs nothing measurable
                 if deadline is not None and not (n & 0x3F) and _time.monotonic() > deadline:
-                    self.events_processed = n
-                    del lst[:i]
-                    heapq.heappush(times, t)
+                    self._halt(n, lst, i, t)
                     raise SimulationLimitError(
                         f"wall-time budget of {wall:g} s exhausted at simulated time {self.now} ns "
                         f"after {n} events (raise --max-wall-seconds)"
