@@ -67,6 +67,7 @@ class RingBatcher:
         self._schedule = schedule
         self._now = now
         self._open: dict[tuple, list[_Group]] = {}
+        self._plans: dict[tuple, tuple[list[int], bool]] = {}  # per-step delays of a phase shape
         self.phases = 0  # phases advanced in batch (every rank's)
         self.messages = 0
 
@@ -81,8 +82,10 @@ class RingBatcher:
         n = algo.nodes_in_ring
         stream = algo.stream
         tag = stream.stream_id
-        ring_id = (topo._base, topo._offset) if topo._list is None else tuple(topo._list)
-        key = (tag, ring_id, n, algo.direction, algo.msg_size, algo.com_type, steps, algo.fast)
+        ring_id = topo.batch_key
+        if ring_id is None:
+            ring_id = topo.batch_key = (n, topo._base, topo._offset) if topo._list is None else tuple(topo._list)
+        key = (tag, ring_id, algo.direction, algo.msg_size, algo.com_type, steps, algo.fast)
         groups = self._open.get(key)
         if groups is None:
             groups = self._open[key] = []
@@ -100,7 +103,7 @@ class RingBatcher:
             groups.append(g)
         if label != g.label:
             raise BatchAbandoned(f"rank {algo.id}: ring phase of {label} meets one of {g.label}")
-        if _processes(algo, 2) and sys.local_mem_bw <= 0:
+        if sys.local_mem_bw <= 0 and _processes(algo, 2):
             raise BatchAbandoned("a reduction with local-mem-bw <= 0: the event path reports it")
         g.members[index] = (self._now(), algo)
         algo._batch_group = g
@@ -142,7 +145,13 @@ class RingBatcher:
         sys = first.sys
         endpoint = 10 if first.fast else sys.communication_delay
         reduction = 3 * int(size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
-        extra = [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)]
+        plan_key = (n, first.com_type, steps, endpoint, reduction)
+        plan = self._plans.get(plan_key)
+        if plan is None:
+            plan = self._plans[plan_key] = (
+                [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)],
+                _processes(first, steps + 1))
+        extra, processed = plan
         starts = [members[i][0] for i in range(n)]
         if n * steps < _NUMPY_MIN_WORK:
             last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
@@ -153,7 +162,6 @@ class RingBatcher:
         self.phases += n
         self.messages += n * steps
         now = self._now()
-        processed = _processes(first, steps + 1)
         for algo, t in zip(order, last):
             self._schedule(int(t) - now, algo.finish_batched, steps, processed)
 
