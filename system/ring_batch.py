@@ -23,10 +23,11 @@ disagree on a phase), it raises ``BatchAbandoned`` and the run is redone without
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 _NUMPY_MIN_WORK = 2048
 
 
-class BatchAbandoned(Exception):
+class BatchAbandoned(FastPathConflict):
     """A phase the batcher cannot prove equal to the event path: rerun without batching."""
 
 
@@ -54,18 +55,26 @@ class _Group:
 class RingBatcher:
     """Collects the ranks of each ring phase and advances the phase for all of them at once.
 
-    ``fixed_delay_ns(src, dst, size)`` is the network's message delay (it must not depend on
-    anything but its arguments); ``account(src, dst, size, count)`` books ``count`` messages with
-    the network's traffic counters; ``schedule(delay, callback, *args)`` is the event queue's.
+    The network says how: ``fixed_delay_ns(src, dst, size)`` where a message's delay depends on
+    nothing else (congestion-unaware), or ``pipes_possible(pairs)`` / ``pipes(pairs, size)``
+    where flows that share no link can be advanced together (congestion-aware,
+    network/analytical/link_pipes.py). ``account_messages`` books the messages' traffic.
     """
 
-    def __init__(self, fixed_delay_ns: Callable[[int, int, int], int],
-                 account: Callable[[int, int, int, int], None],
-                 schedule: Callable[..., None], now: Callable[[], int]) -> None:
-        self._delay = fixed_delay_ns
-        self._account = account
-        self._schedule = schedule
-        self._now = now
+    @classmethod
+    def for_backend(cls, backend: Any) -> "RingBatcher | None":
+        if getattr(backend, "fixed_delay_ns", None) is None and getattr(backend, "pipes", None) is None:
+            return None
+        return cls(backend)
+
+    def __init__(self, backend: Any) -> None:
+        self._delay = getattr(backend, "fixed_delay_ns", None)
+        self._pipes_possible = getattr(backend, "pipes_possible", None)
+        self._pipes = getattr(backend, "pipes", None)
+        self._account = backend.account_messages
+        self._schedule = backend.schedule
+        self._now = backend.now
+        self._can_pipe: dict[tuple, bool] = {}  # ring and direction → flows share no link
         self._open: dict[tuple, list[_Group]] = {}
         self._plans: dict[tuple, tuple[list[int], bool]] = {}  # per-step delays of a phase shape
         self.phases = 0  # phases advanced in batch (every rank's)
@@ -85,6 +94,8 @@ class RingBatcher:
         ring_id = topo.batch_key
         if ring_id is None:
             ring_id = topo.batch_key = (n, topo._base, topo._offset) if topo._list is None else tuple(topo._list)
+        if self._delay is None and not self._pipes_ok(ring_id, algo):
+            return False
         key = (tag, ring_id, algo.direction, algo.msg_size, algo.com_type, steps, algo.fast)
         groups = self._open.get(key)
         if groups is None:
@@ -110,6 +121,17 @@ class RingBatcher:
         if len(g.members) == n:
             self._advance(g)
         return True
+
+    def _pipes_ok(self, ring_id: tuple, algo: "Ring") -> bool:
+        k = (ring_id, algo.direction)
+        ok = self._can_pipe.get(k)
+        if ok is None:
+            members = algo.topology.members
+            n = len(members)
+            step = -1 if algo.direction.value == 0 else 1
+            pairs = [(members[(i + step) % n], members[i]) for i in range(n)]
+            ok = self._can_pipe[k] = self._pipes_possible(pairs)
+        return ok
 
     def exited(self, algo: "Ring") -> None:
         g = algo._batch_group
@@ -141,7 +163,6 @@ class RingBatcher:
         order = [members[i][1] for i in range(n)]
         ids = [a.id for a in order]
         pred = [(i - 1) % n if clockwise else (i + 1) % n for i in range(n)]
-        delays = [self._delay(ids[pred[i]], ids[i], size) for i in range(n)]
         sys = first.sys
         endpoint = 10 if first.fast else sys.communication_delay
         reduction = 3 * int(size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
@@ -153,10 +174,16 @@ class RingBatcher:
                 _processes(first, steps + 1))
         extra, processed = plan
         starts = [members[i][0] for i in range(n)]
-        if n * steps < _NUMPY_MIN_WORK:
-            last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
+        if self._delay is None:
+            pipes = self._pipes([(ids[pred[i]], ids[i]) for i in range(n)], size)
+            last = _recurrence_pipes(starts, pred, pipes, endpoint, extra, steps)
+            pipes.close(steps)
         else:
-            last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
+            delays = [self._delay(ids[pred[i]], ids[i], size) for i in range(n)]
+            if n * steps < _NUMPY_MIN_WORK:
+                last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
+            else:
+                last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
         for i in range(n):
             self._account(ids[pred[i]], ids[i], size, steps)
         self.phases += n
@@ -203,6 +230,18 @@ def _recurrence_np(starts: list[int], pred: list[int], delays: list[int], endpoi
         np.take(t, p, out=a)
         a += d
         np.maximum(a, t, out=t)
+        if k < steps:
+            t += extra[k + 1]
+    return t
+
+
+def _recurrence_pipes(starts: list[int], pred: list[int], pipes: Any, endpoint: int,
+                      extra: list[int], steps: int) -> np.ndarray:
+    """As _recurrence_np, with arrivals from the links' queues (flow i is pred(i) → i)."""
+    t = np.asarray(starts, dtype=np.int64) + endpoint
+    p = np.asarray(pred, dtype=np.intp)
+    for k in range(1, steps + 1):
+        np.maximum(pipes.step(t[p]), t, out=t)
         if k < steps:
             t += extra[k + 1]
     return t

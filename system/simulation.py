@@ -15,12 +15,12 @@ from typing import Any
 
 from network.analytical.symmetric import SymmetricUnawareBackend
 from network.config import NetworkConfig
-from network.errors import MessageMismatchError, SimulationLimitError
+from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
-from system.ring_batch import BatchAbandoned, RingBatcher
+from system.ring_batch import RingBatcher
 from system.symmetry import is_symmetric
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
@@ -154,7 +154,7 @@ def run_simulation(
     if batching and not representative and not rendezvous:
         try:
             net_backend, systems, workloads = run.simulate(ranks, batching=True)
-        except (BatchAbandoned, Deadlock):  # CollectiveMismatch is a Deadlock
+        except (FastPathConflict, Deadlock):  # CollectiveMismatch is a Deadlock
             # the batched ring phases prove nothing here: the event path decides, and reports
             net_backend, systems, workloads = run.simulate(ranks, batching=False)
     else:
@@ -205,10 +205,7 @@ class _RankRun:
             net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=max_wall_s)
         else:
             net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=max_wall_s)
-        batcher = None
-        if batching and getattr(net_backend, "fixed_delay_ns", None) is not None:
-            batcher = RingBatcher(net_backend.fixed_delay_ns, net_backend.account_messages,
-                                  net_backend.schedule, net_backend.now)
+        batcher = RingBatcher.for_backend(net_backend) if batching else None
         queues = [self.queues] * net.topology.dims_count
         systems: list[Sys] = []
         workloads: list[Workload] = []
