@@ -39,3 +39,8 @@ class MessageMismatchError(Exception):
             f"rank {dst} posted for it belongs to {recv_label} on rank {dst}: the ranks run their "
             "collectives in different orders"
         )
+
+
+class FastPathConflict(Exception):
+    """A shortcut (e.g. ring phases advanced in batch) met something it cannot reproduce exactly,
+    such as other traffic on a link it had claimed: the run is redone without the shortcut."""

@@ -28,7 +28,7 @@ class RingTopology:
     delay instead of endpoint-delay (MemBus::Transmition::Fast).
     """
 
-    __slots__ = ("id", "index_in_ring", "nodes_in_ring", "local", "_list", "_base", "_offset")
+    __slots__ = ("id", "index_in_ring", "nodes_in_ring", "local", "_list", "_base", "_offset", "batch_key")
 
     def __init__(self, npu_id: int, members: list[int], local: bool = False) -> None:
         self.id = npu_id
@@ -37,6 +37,7 @@ class RingTopology:
         self.nodes_in_ring = len(members)
         self.index_in_ring = members.index(npu_id)
         self.local = local
+        self.batch_key = None  # the ring's identity for system/ring_batch.py, made on first use
 
     @classmethod
     def homogeneous(cls, npu_id: int, size: int, offset: int) -> "RingTopology":
@@ -48,6 +49,7 @@ class RingTopology:
         ring._list = None
         ring._base = npu_id - ring.index_in_ring * offset
         ring._offset = offset
+        ring.batch_key = None
         return ring
 
     @property

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
                    help="simulate every rank even when all ranks are provably identical "
                         "(by default such runs simulate one representative rank; results are the same)")
+    p.add_argument("--no-batching", dest="batching", action="store_false",
+                   help="run every ring message as events, even where a ring phase of all ranks can be "
+                        "advanced at once (congestion-unaware; results are the same)")
     p.add_argument("--max-events", type=int, default=None, help="stop (exit 2) after this many events")
     p.add_argument("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time")
     p.add_argument("--triosim-out", metavar="OUT/PREFIX",
@@ -166,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             backend=args.backend, comm_groups=comm_groups, remote_memory=args.remote_memory,
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
             max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
-            rendezvous=rendezvous,
+            rendezvous=rendezvous, batching=args.batching,
             progress=ProgressBar.for_terminal(args.quiet),
         )
         _write_results(args, result)

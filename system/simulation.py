@@ -15,11 +15,12 @@ from typing import Any
 
 from network.analytical.symmetric import SymmetricUnawareBackend
 from network.config import NetworkConfig
-from network.errors import MessageMismatchError, SimulationLimitError
+from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
+from system.ring_batch import RingBatcher
 from system.symmetry import is_symmetric
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
@@ -104,6 +105,7 @@ def run_simulation(
     progress: Any = None,
     symmetry: bool = True,
     rendezvous: bool = False,
+    batching: bool = True,
 ) -> SimulationResult:
     t0 = time.perf_counter()
     net = network if isinstance(network, NetworkConfig) else NetworkConfig.from_file(network)
@@ -139,7 +141,6 @@ def run_simulation(
         and not Path(comm_groups).is_file()
     if comm_groups is not None and not no_groups:
         groups_spec = load_comm_groups(comm_groups, npus)
-    remote = load_remote_memory(remote_memory, npus) if remote_memory is not None else None
     if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter here: a
@@ -147,42 +148,17 @@ def run_simulation(
     representative = (symmetry and not rendezvous and not groups_spec
                       and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
                       and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
-    if representative:
-        # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
-        net_backend = SymmetricUnawareBackend(net, max_events=max_events, wall_limit_s=max_wall_s)
-        ranks = [0]
+    ranks = [0] if representative else list(range(npus))
+    run = _RankRun(net, sys_cfg, name, graphs, groups_spec, remote_memory, num_queues_per_dim,
+                   max_events, max_wall_s, progress, rendezvous, representative, t0)
+    if batching and not representative and not rendezvous:
+        try:
+            net_backend, systems, workloads = run.simulate(ranks, batching=True)
+        except (FastPathConflict, Deadlock):  # CollectiveMismatch is a Deadlock
+            # the batched ring phases prove nothing here: the event path decides, and reports
+            net_backend, systems, workloads = run.simulate(ranks, batching=False)
     else:
-        net_backend = backend_class(name)(net, max_events=max_events, wall_limit_s=max_wall_s)
-        ranks = list(range(npus))
-    queues = [num_queues_per_dim] * net.topology.dims_count
-    systems: list[Sys] = []
-    workloads: list[Workload] = []
-    custom_loader = _custom_loader_factory()
-    for r in ranks:
-        s = Sys(r, net_backend, sys_cfg, queues, custom_loader, rendezvous=rendezvous)
-        groups = {gid: CommunicatorGroup(gid, members, s) for gid, members in groups_spec.items() if r in members}
-        if remote is not None:
-            remote.attach(s)
-        w = Workload(s, graphs[r], groups, remote)
-        systems.append(s)
-        workloads.append(w)
-        _check_wall(t0, max_wall_s, f"setting up rank {r} of {len(ranks)}")
-    for w in workloads:
-        w.fire()
-        _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
-    if progress is not None:
-        progress.start(net_backend)
-    try:
-        net_backend.run()
-    except MessageMismatchError as e:
-        raise CollectiveMismatch(net_backend.now(), e) from None
-    finally:
-        if progress is not None:
-            progress.stop()
-    stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
-    unmatched = net_backend.unmatched()
-    if stuck or unmatched:  # a send nobody received is no success either
-        raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
+        net_backend, systems, workloads = run.simulate(ranks, batching=False)
     stats = net_backend.stats()
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
@@ -203,8 +179,69 @@ def run_simulation(
             "topology": net.topology.describe(),
             "comm_groups": None if comm_groups is None else str(comm_groups),
             "symmetric_fast_path": representative,
+            "batched_ring_messages": run.batched_messages,
         },
     )
+
+
+class _RankRun:
+    """Everything one attempt at the run needs; ``simulate`` builds fresh state each time."""
+
+    def __init__(self, net: NetworkConfig, sys_cfg: SystemConfig, name: str, graphs: list, groups_spec: dict,
+                 remote_memory: Any, num_queues_per_dim: int, max_events: int | None, max_wall_s: float | None,
+                 progress: Any, rendezvous: bool, representative: bool, t0: float) -> None:
+        self.net, self.sys_cfg, self.name, self.graphs = net, sys_cfg, name, graphs
+        self.groups_spec, self.remote_memory, self.queues = groups_spec, remote_memory, num_queues_per_dim
+        self.max_events, self.max_wall_s, self.progress = max_events, max_wall_s, progress
+        self.rendezvous, self.representative, self.t0 = rendezvous, representative, t0
+        self.batched_messages = 0  # messages the last attempt advanced in batched ring phases
+
+    def simulate(self, ranks: list[int], batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
+        net, sys_cfg, graphs, t0, max_wall_s = self.net, self.sys_cfg, self.graphs, self.t0, self.max_wall_s
+        npus = net.topology.npus_count
+        remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
+        if self.representative:
+            # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
+            net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=max_wall_s)
+        else:
+            net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=max_wall_s)
+        batcher = RingBatcher.for_backend(net_backend) if batching else None
+        queues = [self.queues] * net.topology.dims_count
+        systems: list[Sys] = []
+        workloads: list[Workload] = []
+        custom_loader = _custom_loader_factory()
+        for r in ranks:
+            s = Sys(r, net_backend, sys_cfg, queues, custom_loader, rendezvous=self.rendezvous)
+            s.ring_batcher = batcher
+            groups = {gid: CommunicatorGroup(gid, members, s)
+                      for gid, members in self.groups_spec.items() if r in members}
+            if remote is not None:
+                remote.attach(s)
+            w = Workload(s, graphs[r], groups, remote)
+            systems.append(s)
+            workloads.append(w)
+            _check_wall(t0, max_wall_s, f"setting up rank {r} of {len(ranks)}")
+        for w in workloads:
+            w.fire()
+            _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
+        progress = self.progress
+        if progress is not None:
+            progress.start(net_backend)
+        try:
+            net_backend.run()
+        except MessageMismatchError as e:
+            raise CollectiveMismatch(net_backend.now(), e) from None
+        finally:
+            if progress is not None:
+                progress.stop()
+        stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
+        unmatched = net_backend.unmatched()
+        if batcher is not None:
+            unmatched += batcher.open_phases()
+            self.batched_messages = batcher.messages
+        if stuck or unmatched:  # a send nobody received is no success either
+            raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
+        return net_backend, systems, workloads
 
 
 def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:

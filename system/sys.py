@@ -70,6 +70,7 @@ class Sys(RendezvousMixin):
         self._collectives_on: dict[int | None, int] = {}  # group id → collectives issued on it
         self._exchange = backend.exchange
         self.custom_loader = custom_loader
+        self.ring_batcher = None  # system/ring_batch.py, set by run_simulation where it applies
         self.rendezvous = rendezvous
         if rendezvous:
             self._net_send = self._rendezvous_send  # type: ignore[method-assign]

@@ -37,7 +37,8 @@ from collections import deque
 
 from network.analytical.base import KEY, AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
-from network.errors import NetworkConfigError
+from network.analytical.link_pipes import LinkPipes
+from network.errors import FastPathConflict, NetworkConfigError
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
 
@@ -60,7 +61,8 @@ class Link:
     Latency in ns, bandwidth in bytes/ns; ``delays`` maps a size to (arrival, busy) ns."""
 
     __slots__ = ("src", "dst", "dim", "busy", "pending", "peak_pending", "chunks",
-                 "latency_ns", "bytes_per_ns", "delays", "_schedule", "_on_arrived")
+                 "latency_ns", "bytes_per_ns", "delays", "_schedule", "_on_arrived", "_queue",
+                 "last_start", "free_at", "claim_until", "claim_last", "claim_recent")
 
     def __init__(self, src: int, dst: int, dim: int, latency_ns: float, bytes_per_ns: float,
                  delays: dict[int, tuple[int, int]], schedule, on_arrived) -> None:
@@ -74,6 +76,14 @@ class Link:
         self.delays = delays  # shared by the links of one dimension
         self._schedule = schedule
         self._on_arrived = on_arrived
+        self._queue = getattr(schedule, "__self__", None)  # the EventQueue, for its clock
+        # what batched ring phases (link_pipes.py) need to know about the link's other traffic:
+        # the last chunk it started and when it is free of it, and their own claim on it
+        self.last_start = -1
+        self.free_at = -1
+        self.claim_until = -1  # a batched phase's last chunk is off the link then
+        self.claim_last = -1  # ... and reached it then
+        self.claim_recent = None  # starts of its latest chunks there (link_pipes.py)
 
     def send(self, chunk: Chunk) -> None:
         if self.busy:
@@ -92,6 +102,9 @@ class Link:
         if d is None:
             d = self.delays[size] = (link_arrival_ns(size, self.latency_ns, self.bytes_per_ns),
                                      link_serialization_ns(size, self.bytes_per_ns))
+        if self._queue is not None:
+            now = self.last_start = self._queue.now
+            self.free_at = now + d[1]
         # Arrival first, then link-free: ASTRA-sim inserts them in this order, and events at
         # one time run in insertion order (docs/astra-sim-semantics.md §6.3).
         self._schedule(d[0], self._on_arrived, chunk)
@@ -149,9 +162,12 @@ class CongestionAwareBackend(AnalyticalBackend):
             route = self._routes.get((src, dst))
             if route is None:
                 route = self._routes[(src, dst)] = self._build_route(src, dst)
+        link = route[0]
+        if link.claim_until > self.queue.now:
+            raise FastPathConflict(f"a message {src} -> {dst} meets a batched ring phase on link {link.src}->{link.dst}")
         # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
         # first link starts serialising now, before anything else at this time.
-        route[0].send(Chunk(full, route, size_bytes))
+        link.send(Chunk(full, route, size_bytes))
 
     def _on_chunk_arrived(self, chunk: Chunk) -> None:
         """ASTRA-sim: Chunk::chunk_arrived_next_device."""
@@ -161,7 +177,31 @@ class CongestionAwareBackend(AnalyticalBackend):
             self._on_arrival(chunk.full)
         else:
             chunk.hop = hop
-            route[hop].send(chunk)
+            link = route[hop]
+            if link.claim_until > self.queue.now:
+                raise FastPathConflict(f"a chunk meets a batched ring phase on link {link.src}->{link.dst}")
+            link.send(chunk)
+
+    # -- batched ring phases (system/ring_batch.py) ---------------------------------------
+    def pipes_possible(self, pairs: list[tuple[int, int]]) -> bool:
+        """Whether flows ``pairs`` can be advanced together (LinkPipes): routes of one length
+        that share no link. Not on topology files (per-flow ECMP paths)."""
+        if self._graph is not None:
+            return False
+        routes = [self._route(a, b) for a, b in pairs]
+        if len({len(r) for r in routes}) != 1:
+            return False
+        links = [link for r in routes for link in r]
+        return len(set(map(id, links))) == len(links)
+
+    def pipes(self, pairs: list[tuple[int, int]], size_bytes: int) -> LinkPipes:
+        return LinkPipes([self._route(a, b) for a, b in pairs], size_bytes)
+
+    def _route(self, src: int, dst: int) -> tuple[Link, ...]:
+        route = self._routes.get((src, dst))
+        if route is None:
+            route = self._routes[(src, dst)] = self._build_route(src, dst)
+        return route
 
     # -- routing ------------------------------------------------------------------------
     def route(self, src: int, dst: int) -> list[int]:

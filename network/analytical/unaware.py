@@ -19,6 +19,11 @@ class CongestionUnawareBackend(AnalyticalBackend):
         self._graph = graph_flows(self.topology)  # None: no topology file
         if self._graph is not None:
             self._transfer = self._graph_transfer  # type: ignore[method-assign]
+            self.fixed_delay_ns = None  # per-flow ECMP paths: the delay depends on the tag
+        else:
+            #: the delay of a message depends only on (src, dst, size): callers may advance many
+            #: messages at once (system/ring_batch.py) and book them with account_messages
+            self.fixed_delay_ns = self.message_delay_ns
 
     def message_delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
         k = (src, dst, size_bytes)

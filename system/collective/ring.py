@@ -14,7 +14,7 @@ from system.logical_topology import Direction, RingTopology
 class Ring(PacketAlgorithm):
     """The ring algorithm on one ring (ASTRA-sim: Ring). Sizes in bytes."""
 
-    __slots__ = ("direction", "packets")
+    __slots__ = ("direction", "packets", "_batch_group")
 
     def __init__(self, com_type: ComType, npu_id: int, topology: RingTopology, data_size: int,
                  direction: Direction) -> None:
@@ -42,6 +42,23 @@ class Ring(PacketAlgorithm):
             self.final_data_size = data_size
             self.msg_size = data_size // n
         self.packets = 0
+        self._batch_group = None
+
+    def run_stream_init(self) -> None:
+        batcher = self.sys.ring_batcher
+        if batcher is None or not batcher.join(self):
+            super().run_stream_init()
+
+    def finish_batched(self, messages: int, processed: bool) -> None:
+        """The batcher's hand-back at the last receive (system/ring_batch.py): every message is
+        out and in, so the state is that of the event path here, and the last packet's trip
+        through the memory bus ends the phase as there."""
+        self.sys.ring_batcher.exited(self)
+        self.total_packets_received = messages
+        self.stream_count = 0
+        self.free_packets = 0
+        self.packets = 1
+        self.sys.mem_bus_transfer(self.stream, self.fast, processed, self.msg_size)
 
     def insert_packet(self) -> None:
         processed = self._take_packet((self.nodes_in_ring - 1) * self.parallel_reduce)

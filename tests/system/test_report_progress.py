@@ -111,7 +111,8 @@ def test_run_simulation_drives_the_bar(example_args: list[str], monkeypatch: pyt
     out = io.StringIO()
     bar = ProgressBar(stream=out, delay_s=0.0, interval_s=0.0)
     args = dict(zip(example_args[::2], example_args[1::2]))
-    result = run_simulation(args["--workload"], args["--network"], args["--system"], progress=bar, symmetry=False)
+    result = run_simulation(args["--workload"], args["--network"], args["--system"], progress=bar, symmetry=False,
+                            batching=False)  # every message an event: enough ticks to draw
     assert result.finish_ns == [64440] * 8  # ASTRA-sim's B_unaware_Ring8_all_reduce_Ring_4chunks
     assert bar.draws == result.events // 16 + (result.events % 16 > 0)
     assert "[dtsim] simulated 64.44 us | 1.15k events" in out.getvalue()

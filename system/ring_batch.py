@@ -1,0 +1,247 @@
+"""Ring phases of every rank at once, without an event per message (issue 13).
+
+On a network whose message delay is fixed (congestion-unaware: no link state), one phase of
+the ring algorithm is a max-plus recurrence over the ring (system/collective/ring.py and
+docs/astra-sim-semantics.md §7.2, with one packet in flight per phase):
+
+* rank i's first message leaves at ``T[i] = S[i] + E`` (S: the phase's start on rank i, E the
+  endpoint delay, or 10 on group rings);
+* message k reaches rank i at ``A = T_k[pred(i)] + D[i]`` and its receive fires at
+  ``R_k[i] = max(A, T_k[i])`` (posted when rank i sent its own message k);
+* message k+1 leaves at ``R_k[i] + E + P_(k+1)``, P the reduction of a packet that carries one;
+* after the last receive the last packet goes through the memory bus and the phase exits.
+
+Every rank's exit depends on every rank's start, so the recurrence can run when the last rank of
+the ring starts its phase: one vector step per message for all ranks, instead of some three
+events per rank and message. The last packet then takes the ordinary path (a memory-bus event
+at the last receive's time), so the exit, the next phase and everything after it run exactly as
+in the plain event path.
+
+The batcher only takes phases it can prove equal to the event path; when it meets something
+that could pair messages differently (two open phases of one pairing key on a rank, ranks that
+disagree on a phase), it raises ``BatchAbandoned`` and the run is redone without batching.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from network.errors import FastPathConflict
+from system.collective.algorithm import ComType
+
+if TYPE_CHECKING:
+    from system.collective.ring import Ring
+
+#: below this many rank-steps a phase runs the recurrence in plain Python (numpy's per-call cost)
+_NUMPY_MIN_WORK = 2048
+
+
+class BatchAbandoned(FastPathConflict):
+    """A phase the batcher cannot prove equal to the event path: rerun without batching."""
+
+
+class _Group:
+    __slots__ = ("key", "label", "n", "members", "exited")
+
+    def __init__(self, key: tuple, label: object, n: int) -> None:
+        self.key = key
+        self.label = label
+        self.n = n
+        self.members: dict[int, tuple[int, "Ring"]] = {}  # index in ring → (start ns, algorithm)
+        self.exited = 0
+
+
+class RingBatcher:
+    """Collects the ranks of each ring phase and advances the phase for all of them at once.
+
+    The network says how: ``fixed_delay_ns(src, dst, size)`` where a message's delay depends on
+    nothing else (congestion-unaware), or ``pipes_possible(pairs)`` / ``pipes(pairs, size)``
+    where flows that share no link can be advanced together (congestion-aware,
+    network/analytical/link_pipes.py). ``account_messages`` books the messages' traffic.
+    """
+
+    @classmethod
+    def for_backend(cls, backend: Any) -> "RingBatcher | None":
+        if getattr(backend, "fixed_delay_ns", None) is None and getattr(backend, "pipes", None) is None:
+            return None
+        return cls(backend)
+
+    def __init__(self, backend: Any) -> None:
+        self._delay = getattr(backend, "fixed_delay_ns", None)
+        self._pipes_possible = getattr(backend, "pipes_possible", None)
+        self._pipes = getattr(backend, "pipes", None)
+        self._account = backend.account_messages
+        self._schedule = backend.schedule
+        self._now = backend.now
+        self._can_pipe: dict[tuple, bool] = {}  # ring and direction → flows share no link
+        self._open: dict[tuple, list[_Group]] = {}
+        self._plans: dict[tuple, tuple[list[int], bool]] = {}  # per-step delays of a phase shape
+        self.phases = 0  # phases advanced in batch (every rank's)
+        self.messages = 0
+
+    # -- joining ----------------------------------------------------------------------
+    def join(self, algo: "Ring") -> bool:
+        """Rank ``algo.id`` starts this ring phase now; False: run it on the event path."""
+        sys = algo.sys
+        steps = algo.stream_count
+        if steps <= 0:
+            return False
+        topo = algo.topology
+        n = algo.nodes_in_ring
+        stream = algo.stream
+        tag = stream.stream_id
+        ring_id = topo.batch_key
+        if ring_id is None:
+            ring_id = topo.batch_key = (n, topo._base, topo._offset) if topo._list is None else tuple(topo._list)
+        if self._delay is None and not self._pipes_ok(ring_id, algo):
+            return False
+        key = (tag, ring_id, algo.direction, algo.msg_size, algo.com_type, steps, algo.fast)
+        groups = self._open.get(key)
+        if groups is None:
+            groups = self._open[key] = []
+        index = topo.index_in_ring
+        label = stream.dataset.label
+        for g in groups:
+            member = g.members.get(index)
+            if member is None:
+                break
+            if not _exited(member[1]):
+                # this rank still runs a phase of the same pairing key: its messages would mix
+                raise BatchAbandoned(f"rank {algo.id}: two open ring phases share tag {tag}")
+        else:
+            g = _Group(key, label, n)
+            groups.append(g)
+        if label != g.label:
+            raise BatchAbandoned(f"rank {algo.id}: ring phase of {label} meets one of {g.label}")
+        if sys.local_mem_bw <= 0 and _processes(algo, 2):
+            raise BatchAbandoned("a reduction with local-mem-bw <= 0: the event path reports it")
+        g.members[index] = (self._now(), algo)
+        algo._batch_group = g
+        if len(g.members) == n:
+            self._advance(g)
+        return True
+
+    def _pipes_ok(self, ring_id: tuple, algo: "Ring") -> bool:
+        k = (ring_id, algo.direction)
+        ok = self._can_pipe.get(k)
+        if ok is None:
+            members = algo.topology.members
+            n = len(members)
+            step = -1 if algo.direction.value == 0 else 1
+            pairs = [(members[(i + step) % n], members[i]) for i in range(n)]
+            ok = self._can_pipe[k] = self._pipes_possible(pairs)
+        return ok
+
+    def exited(self, algo: "Ring") -> None:
+        g = algo._batch_group
+        algo._batch_group = None
+        g.exited += 1
+        if g.exited == g.n:
+            groups = self._open[g.key]
+            groups.remove(g)
+            if not groups:
+                del self._open[g.key]
+
+    def open_phases(self) -> list[str]:
+        """Ring phases still waiting for some of their ranks (for a stuck report)."""
+        out = []
+        for groups in self._open.values():
+            for g in groups:
+                if len(g.members) < g.n:
+                    out.append(f"ring phase of {g.label}: {len(g.members)} of {g.n} ranks started")
+        return out
+
+    # -- the recurrence -----------------------------------------------------------------
+    def _advance(self, g: _Group) -> None:
+        members = g.members
+        n = g.n
+        first = members[0][1]
+        steps = first.stream_count
+        size = first.msg_size
+        clockwise = first.direction.value == 0
+        order = [members[i][1] for i in range(n)]
+        ids = [a.id for a in order]
+        pred = [(i - 1) % n if clockwise else (i + 1) % n for i in range(n)]
+        sys = first.sys
+        endpoint = 10 if first.fast else sys.communication_delay
+        reduction = 3 * int(size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
+        plan_key = (n, first.com_type, steps, endpoint, reduction)
+        plan = self._plans.get(plan_key)
+        if plan is None:
+            plan = self._plans[plan_key] = (
+                [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)],
+                _processes(first, steps + 1))
+        extra, processed = plan
+        starts = [members[i][0] for i in range(n)]
+        if self._delay is None:
+            pipes = self._pipes([(ids[pred[i]], ids[i]) for i in range(n)], size)
+            last = _recurrence_pipes(starts, pred, pipes, endpoint, extra, steps)
+            pipes.close(steps)
+        else:
+            delays = [self._delay(ids[pred[i]], ids[i], size) for i in range(n)]
+            if n * steps < _NUMPY_MIN_WORK:
+                last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
+            else:
+                last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
+        for i in range(n):
+            self._account(ids[pred[i]], ids[i], size, steps)
+        self.phases += n
+        self.messages += n * steps
+        now = self._now()
+        for algo, t in zip(order, last):
+            self._schedule(int(t) - now, algo.finish_batched, steps, processed)
+
+
+def _exited(algo: Any) -> bool:
+    return getattr(algo, "_batch_group", None) is None
+
+
+def _processes(algo: "Ring", packet: int) -> bool:
+    """Whether packet ``packet`` (1-based) of a ring phase carries a reduction
+    (PacketAlgorithm._take_packet: groups of one zero-latency and n−1 non-zero-latency packets,
+    the toggle set in odd groups)."""
+    n = algo.nodes_in_ring
+    j = packet - 1
+    if j % n == 0:
+        return False
+    ct = algo.com_type
+    return ct is ComType.REDUCE_SCATTER or (ct is ComType.ALL_REDUCE and (j // n) % 2 == 0)
+
+
+def _recurrence_py(starts: list[int], pred: list[int], delays: list[int], endpoint: int,
+                   extra: list[int], steps: int) -> list[int]:
+    t = [s + endpoint for s in starts]
+    for k in range(1, steps + 1):
+        t = [max(t[p] + d, x) for p, d, x in zip(pred, delays, t)]
+        if k < steps:
+            e = extra[k + 1]
+            t = [x + e for x in t]
+    return t
+
+
+def _recurrence_np(starts: list[int], pred: list[int], delays: list[int], endpoint: int,
+                   extra: list[int], steps: int) -> np.ndarray:
+    t = np.asarray(starts, dtype=np.int64) + endpoint
+    p = np.asarray(pred, dtype=np.intp)
+    d = np.asarray(delays, dtype=np.int64)
+    a = np.empty_like(t)
+    for k in range(1, steps + 1):
+        np.take(t, p, out=a)
+        a += d
+        np.maximum(a, t, out=t)
+        if k < steps:
+            t += extra[k + 1]
+    return t
+
+
+def _recurrence_pipes(starts: list[int], pred: list[int], pipes: Any, endpoint: int,
+                      extra: list[int], steps: int) -> np.ndarray:
+    """As _recurrence_np, with arrivals from the links' queues (flow i is pred(i) → i)."""
+    t = np.asarray(starts, dtype=np.int64) + endpoint
+    p = np.asarray(pred, dtype=np.intp)
+    for k in range(1, steps + 1):
+        np.maximum(pipes.step(t[p]), t, out=t)
+        if k < steps:
+            t += extra[k + 1]
+    return t

@@ -1,0 +1,156 @@
+"""Batched ring phases (system/ring_batch.py) give exactly the event path's answer (issue 13).
+
+The property test draws random multi-rank workloads in which ranks reach their collectives at
+different times (per-rank compute), with communicator groups, point-to-point messages, several
+network dimensions, mixed algorithms and every scheduling knob, and compares the batched run
+with ``batching=False`` (every message an event) rank by rank and collective by collective.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from network.config import NetworkConfig
+from network.errors import InputError
+from system.config import SystemConfig
+from system.main import Deadlock, run_simulation
+from workload.builder import GraphBuilder, write_collective_microbenchmark
+
+COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
+KINDS = ["Ring", "FullyConnected", "Switch"]
+
+
+@st.composite
+def cases(draw):
+    dims = draw(st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from([2, 3, 4])), min_size=1, max_size=3))
+    npus = 1
+    for _, n in dims:
+        npus *= n
+    algos = [draw(st.sampled_from(["ring", "ring", "direct", "halvingDoubling"])) for _ in dims]
+    algos = ["ring" if a == "halvingDoubling" and n & (n - 1) else a for a, (_, n) in zip(algos, dims)]
+    groups = {}
+    if npus >= 4 and draw(st.booleans()):
+        members = draw(st.permutations(range(npus)))
+        k = draw(st.integers(2, npus - 1))
+        groups[1] = list(members[:k])
+    colls = []
+    for _ in range(draw(st.integers(1, 4))):
+        gid = draw(st.sampled_from([None] + list(groups)))
+        size = st.one_of(st.integers(1, 3 << 20), st.sampled_from([1 << 20, 12_288]))  # equal sizes: ties
+        colls.append((draw(st.sampled_from(COLLS)), draw(size), gid))
+    # per rank: compute before each collective, so ranks start their phases at different times
+    # (or, drawn from a few values, at the same time: same-tick order)
+    comp = st.one_of(st.integers(0, 40_000), st.sampled_from([0, 2_000, 20_000]))
+    comps = [[draw(comp) for _ in colls] for _ in range(npus)]
+    p2p = None
+    if draw(st.booleans()):
+        a, b = draw(st.permutations(range(npus)))[:2]
+        p2p = (a, b, draw(st.integers(1, 1 << 16)))
+    knobs = {
+        "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
+        "endpoint-delay": draw(st.sampled_from([0, 1, 10, 37])),
+        "active-chunks-per-dimension": draw(st.sampled_from([1, 2, 4])),
+        "preferred-dataset-splits": draw(st.sampled_from([1, 2, 3, 4, 8])),
+        "collective-optimization": draw(st.sampled_from(["localBWAware", "baseline"])),
+        "local-mem-bw": draw(st.sampled_from([1600, 50, 7])),
+    }
+    queues = draw(st.sampled_from([1, 2]))
+    independent = draw(st.booleans())  # collectives may overlap on a rank
+    backend = draw(st.sampled_from(["congestion-unaware", "congestion-aware"]))
+    return dims, algos, groups, colls, comps, p2p, knobs, queues, independent, backend
+
+
+def _write(tmp: Path, npus: int, groups, colls, comps, p2p, independent) -> Path:
+    for r in range(npus):
+        b = GraphBuilder()
+        prev: list[int] = []
+        for i, ((ct, size, gid), c) in enumerate(zip(colls, comps[r])):
+            if gid is not None and r not in groups[gid]:
+                continue
+            dep = b.comp(f"c{i}", c, deps=prev) if c else None
+            deps = [dep] if dep is not None else ([] if independent else prev)
+            k = b.collective(f"k{i}", ct, size, deps=deps, pg_name=None if gid is None else str(gid))
+            prev = [k]
+        if p2p is not None and r in p2p[:2]:
+            a, d, size = p2p
+            prev = [(b.send if r == a else b.recv)("p", a, d, size, 7, deps=prev)]
+        b.comp("tail", 1000 + r, deps=prev)  # no rank's file is empty
+        b.write(tmp / "w", r)
+    if groups:
+        (tmp / "groups.json").write_text(json.dumps({str(k): v for k, v in groups.items()}))
+    return tmp / "w"
+
+
+@settings(max_examples=int(os.environ.get("DTSIM_PROPERTY_EXAMPLES", 80)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=cases())
+def test_batched_rings_equal_the_event_path(tmp_path_factory, case) -> None:
+    dims, algos, groups, colls, comps, p2p, knobs, queues, independent, backend = case
+    tmp = tmp_path_factory.mktemp("rb")
+    npus = 1
+    for _, n in dims:
+        npus *= n
+    spec = _write(tmp, npus, groups, colls, comps, p2p, independent)
+    net = NetworkConfig.from_dict({
+        "topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
+        "bandwidth": [50 + 25 * i for i in range(len(dims))], "latency": [500 - 100 * i for i in range(len(dims))],
+    })
+    impl = {f"{c}-implementation": algos for c in ("all-reduce", "all-gather", "reduce-scatter")}
+    impl["all-to-all-implementation"] = ["direct" if a == "halvingDoubling" else a for a in algos]
+    cfg = SystemConfig.from_dict({**knobs, **impl})
+    kw = dict(num_queues_per_dim=queues, symmetry=False, backend=backend,
+              comm_groups=tmp / "groups.json" if groups else None)
+    try:
+        plain = run_simulation(spec, net, cfg, batching=False, **kw)
+    except (Deadlock, InputError) as e:  # some drawn layouts deadlock or are refused: batching alike
+        with pytest.raises(type(e)) as caught:
+            run_simulation(spec, net, cfg, **kw)
+        assert str(caught.value) == str(e)
+        return
+    fast = run_simulation(spec, net, cfg, **kw)
+    assert fast.finish_ns == plain.finish_ns
+    for key in ("messages", "bytes_sent", "bytes_received", "bytes_per_dim", "links_used", "max_link_queue"):
+        assert fast.network_stats.get(key) == plain.network_stats.get(key), key
+    assert [w.finish_time for w in fast.workloads] == [w.finish_time for w in plain.workloads]
+    assert fast.inputs["batched_ring_messages"] <= plain.network_stats["messages"]
+
+
+def _ring_run(tmp: Path, npus: int, **kw):
+    spec = write_collective_microbenchmark(tmp / "ar", npus, "ALL_REDUCE", 1 << 26)
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 4, "local-mem-bw": 1600,
+                                  "all-reduce-implementation": ["ring"]})
+    return run_simulation(spec, net, cfg, symmetry=False, **kw)
+
+
+@pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
+def test_a_ring_all_reduce_is_batched_and_takes_few_events(tmp_path: Path, backend: str) -> None:
+    fast = _ring_run(tmp_path, 16, backend=backend)
+    plain = _ring_run(tmp_path, 16, batching=False, backend=backend)
+    assert fast.finish_ns == plain.finish_ns
+    # 4 chunks × 16 ranks × 2·15 messages, none of them an event
+    assert fast.inputs["batched_ring_messages"] == plain.network_stats["messages"] == 4 * 16 * 30
+    assert fast.events * 20 < plain.events
+    assert plain.inputs["batched_ring_messages"] == 0
+    assert fast.network_stats.get("max_link_queue") == plain.network_stats.get("max_link_queue")
+
+
+def test_other_traffic_on_a_claimed_link_reruns_on_the_event_path(tmp_path: Path) -> None:
+    """Two chunks share the ring's links at once on the congestion-aware network (two active
+    chunks per dimension): the second phase finds the first one's claim on the links, the batched
+    attempt is dropped and the event path answers."""
+    spec = write_collective_microbenchmark(tmp_path / "ar", 4, "ALL_REDUCE", 1 << 24)
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 2, "active-chunks-per-dimension": 2,
+                                  "local-mem-bw": 1600, "all-reduce-implementation": ["ring"]})
+    kw = dict(symmetry=False, backend="congestion-aware")
+    fast = run_simulation(spec, net, cfg, **kw)
+    plain = run_simulation(spec, net, cfg, batching=False, **kw)
+    assert fast.finish_ns == plain.finish_ns
+    assert fast.network_stats["max_link_queue"] == plain.network_stats["max_link_queue"] > 0
+    assert fast.inputs["batched_ring_messages"] == 0  # the run that answered is the event path's
+    unaware = run_simulation(spec, net, cfg, symmetry=False)  # no links to share: batched
+    assert unaware.inputs["batched_ring_messages"] == 2 * 4 * 6
