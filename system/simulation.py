@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from network.analytical.symmetric import SymmetricUnawareBackend
+from network.analytical.symmetric_aware import SymmetricAwareBackend, SymmetryBroken
 from network.config import NetworkConfig
 from network.errors import MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
-from system.symmetry import is_symmetric
+from system.symmetry import symmetry_group
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
@@ -144,12 +145,18 @@ def run_simulation(
         check_collectives_agree(graphs, groups_spec)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter here: a
     # symmetric graph has no MEM_LOAD/MEM_STORE nodes, so the memory model is never used
-    representative = (symmetry and not rendezvous and not groups_spec
-                      and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
-                      and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
+    group = (symmetry and not rendezvous and not groups_spec
+             and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
+             and not net.extra.get("congestion_aware")  # settings: the general backend judges them
+             and symmetry_group(graphs, sys_cfg, net.topology.npus_count_per_dim, name,
+                                [d.kind.value for d in net.topology.dims])) or None
+    representative = group is not None
     if representative:
         # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
-        net_backend = SymmetricUnawareBackend(net, max_events=max_events, wall_limit_s=max_wall_s)
+        if name == "congestion-aware":
+            net_backend = SymmetricAwareBackend(net, group, max_events=max_events, wall_limit_s=max_wall_s)
+        else:
+            net_backend = SymmetricUnawareBackend(net, max_events=max_events, wall_limit_s=max_wall_s)
         ranks = [0]
     else:
         net_backend = backend_class(name)(net, max_events=max_events, wall_limit_s=max_wall_s)
@@ -172,15 +179,27 @@ def run_simulation(
         _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
     if progress is not None:
         progress.start(net_backend)
+    broken = False  # the aware representative cannot stand for all: rerun on the general path
     try:
         net_backend.run()
+    except SymmetryBroken:
+        broken = True
     except MessageMismatchError as e:
-        raise CollectiveMismatch(net_backend.now(), e) from None
+        broken = isinstance(net_backend, SymmetricAwareBackend)
+        if not broken:
+            raise CollectiveMismatch(net_backend.now(), e) from None
     finally:
         if progress is not None:
             progress.stop()
     stuck = {w.rank: w.stuck_lines() for w in workloads if not w.is_finished}
     unmatched = net_backend.unmatched()
+    if broken or ((stuck or unmatched) and isinstance(net_backend, SymmetricAwareBackend)):
+        _check_wall(t0, max_wall_s, "simulating one representative rank")
+        return run_simulation(
+            workload, net, sys_cfg, backend=name, comm_groups=comm_groups, remote_memory=remote_memory,
+            num_queues_per_dim=num_queues_per_dim, max_events=max_events, progress=progress,
+            max_wall_s=None if max_wall_s is None else max_wall_s - (time.perf_counter() - t0),
+            symmetry=False, rendezvous=rendezvous)
     if stuck or unmatched:  # a send nobody received is no success either
         raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
     stats = net_backend.stats()
