@@ -12,15 +12,14 @@ class. So one FIFO link per class, fed every hop of every message of rank 0 with
 events per hop and its truncations, reproduces every link; a receive of rank 0 from ``src``
 completes when rank 0's own matching send to ``src⁻¹`` arrives (its image under ``src``).
 
-Same-tick order. The real run orders events of one tick by insertion; an event of rank 0 there
-descends, through link queues and deliveries, from the start of some rank r ("its root").
-Two events of one tick whose roots agree run in the same order here as in the real run; if the
-roots differ the order may differ. So every event carries its root (as a group element, or
-None once it is unknown), and where order can matter (two chunks entering one link class at one
-tick; two system-layer events of rank 0 at one tick; a receive posted at the tick its message
-arrives) roots that differ raise ``SymmetryBroken``: the caller reruns on the general path.
-A link freed at the tick a chunk reaches it starts that chunk at the same time in either order,
-only its root becomes unknown. See docs/network-backends.md.
+Same-tick order. The real run orders the events of one tick by insertion, and that order can
+decide cycles: two chunks entering one link, two events of rank 0's system layer, a receive
+posted at the tick its message arrives. symmetric_order.py tells from the representative's
+events which of two such real events runs first; where that differs from the order here (or
+cannot be told), ``SymmetryBroken`` is raised and the caller reruns on the general path. A
+link freed at the tick a chunk reaches it starts the chunk at once in either order; only which
+event started it (and so the order of what follows) follows the real order. See
+docs/network-backends.md.
 """
 from __future__ import annotations
 
@@ -31,9 +30,8 @@ from network.config import NetworkConfig
 from network.errors import MessageMismatchError
 from network.event_queue import EventQueue
 from network.topology import Topology, TopologyKind
+from network.analytical.symmetric_order import Event, Group, before
 from network.units import link_arrival_ns, link_serialization_ns
-
-Root = int | None  # a group element as the rank it maps 0 to; None: unknown
 
 
 class SymmetryBroken(Exception):
@@ -44,116 +42,104 @@ def _noop(*_: object) -> None:
     pass
 
 
-class _Group:
-    """The ranks as a group: per dimension addition mod n, or XOR (``xor_dims``)."""
-
-    def __init__(self, sizes: Sequence[int], xor_dims: Sequence[bool]) -> None:
-        self._dims = []
-        st = 1
-        for n, x in zip(sizes, xor_dims):
-            self._dims.append((st, n, x))
-            st *= n
-        self._memo: dict[tuple[int, int, int], int] = {}
-        if len(sizes) == 1 and not xor_dims[0]:
-            n = sizes[0]
-            self.add = lambda a, b: (a + b) % n  # the common case, without the memo
-
-    def _op(self, a: int, b: int, sign: int) -> int:
-        r = 0
-        for st, n, x in self._dims:
-            ca, cb = (a // st) % n, (b // st) % n
-            r += (ca ^ cb if x else (ca + sign * cb) % n) * st
-        return r
-
-    def add(self, a: int, b: int) -> int:
-        k = (a, b, 1)
-        r = self._memo.get(k)
-        if r is None:
-            r = self._memo[k] = self._op(a, b, 1)
-        return r
-
-    def sub(self, a: int, b: int) -> int:
-        return self._op(a, b, -1)
-
-
 class _Chunk:
-    __slots__ = ("msg", "route", "hop", "size_bytes", "root", "tick")
+    __slots__ = ("msg", "route", "hop", "size_bytes", "tick", "rec", "g")
 
     def __init__(self, msg: list, route: "_Route", size_bytes: int) -> None:
         self.msg = msg
         self.route = route
         self.hop = 0
         self.size_bytes = size_bytes
-        self.root: Root = None
-        self.tick = -1  # when it entered its current link
+        self.tick = -1  # when it entered its current link, from rank g's copy of event rec
+        self.rec: Event | None = None
+        self.g = 0
 
 
 class _Route:
-    """Rank 0's route to one NPU: its class links, and per hop the root shift to the next hop
-    (for the last hop: to the delivery at rank 0 of the message's image)."""
+    """Rank 0's route to one NPU: its class links and, per hop, the group element that maps the
+    class's link at rank 0 onto the hop's link (``offs``)."""
 
-    __slots__ = ("links", "shifts", "dst", "dim")
+    __slots__ = ("links", "offs", "dst", "sender", "dim")
 
-    def __init__(self, links: tuple, shifts: tuple[int, ...], dst: int, dim: int) -> None:
+    def __init__(self, links: tuple, offs: tuple[int, ...], dst: int, sender: int, dim: int) -> None:
         self.links = links
-        self.shifts = shifts
+        self.offs = offs
         self.dst = dst
+        self.sender = sender  # the arrival at dst, copied by this rank, is a delivery at rank 0
         self.dim = dim  # the dimension its bytes count in (the lowest that differs)
 
 
 class _ClassLink:
-    """One link standing for a class of N links; FIFO, one chunk at a time (aware.py: Link)."""
+    """One link standing for a class of N links; FIFO, one chunk at a time (aware.py: Link).
+    Events at it are compared as the copies that run on the class's link at rank 0."""
 
-    __slots__ = ("busy", "pending", "peak_pending", "latency_ns", "bytes_per_ns", "delays",
-                 "_queue", "_on_arrived", "_enq_tick", "_enq_root", "_free_tick", "_free_root")
+    __slots__ = ("busy", "pending", "peak_pending", "latency_ns", "bytes_per_ns", "delays", "_net",
+                 "_enq_tick", "_enq", "_free_tick", "_free", "_free_off")
 
-    def __init__(self, latency_ns: float, bytes_per_ns: float, delays: dict, queue: EventQueue,
-                 on_arrived: Callable) -> None:
+    def __init__(self, latency_ns: float, bytes_per_ns: float, delays: dict, net: "SymmetricAwareBackend") -> None:
         self.busy = False
         self.pending: deque[_Chunk] = deque()
         self.peak_pending = 0
         self.latency_ns, self.bytes_per_ns, self.delays = latency_ns, bytes_per_ns, delays
-        self._queue = queue
-        self._on_arrived = on_arrived
+        self._net = net
         self._enq_tick = self._free_tick = -1
-        self._enq_root: Root = None
-        self._free_root: Root = None
+        self._enq: tuple = ()
+        self._free: tuple = ()
+        self._free_off = 0
 
-    def send(self, chunk: _Chunk, root: Root) -> None:
-        now = self._queue.now
-        if self._enq_tick == now:  # two chunks at one tick: their FIFO order must be the real one
-            if root is None or root != self._enq_root:
+    def send(self, chunk: _Chunk, rec: Event, g: int) -> None:
+        net = self._net
+        now = net.queue.now
+        off = chunk.route.offs[chunk.hop]
+        here = (rec, net.group.sub(g, off))
+        if self._enq_tick == now:  # two chunks at one tick: the FIFO order must be the real one
+            if net.before(*self._enq, *here) is not True:
                 raise SymmetryBroken
-        else:
-            self._enq_tick, self._enq_root = now, root
-        chunk.root, chunk.tick = root, now
+        self._enq_tick, self._enq = now, here
+        chunk.tick, chunk.rec, chunk.g = now, rec, g
         if self.busy:
             self.pending.append(chunk)
             if len(self.pending) > self.peak_pending:
                 self.peak_pending = len(self.pending)
-        else:
-            if self._free_tick == now and self._free_root != root:
-                root = None  # freed this tick: which of the two came first is unknown
-            self._transmit(chunk, root)
+            return
+        if self._free_tick == now:  # freed this tick: in the real run, did the chunk come first?
+            first = net.before(*self._free, *here)
+            if first is None:
+                raise SymmetryBroken
+            if not first:  # then it waited and the link-free event started it
+                rec, g = self._free[0], net.group.sub(off, self._free_off)
+        self._transmit(chunk, rec, g, off)
 
-    def _transmit(self, chunk: _Chunk, root: Root) -> None:
+    def _transmit(self, chunk: _Chunk, rec: Event, g: int, off: int) -> None:
         self.busy = True
-        chunk.root = root
+        net = self._net
         size = chunk.size_bytes
         d = self.delays.get(size)
         if d is None:
             d = self.delays[size] = (link_arrival_ns(size, self.latency_ns, self.bytes_per_ns),
                                      link_serialization_ns(size, self.bytes_per_ns))
-        self._queue.schedule(d[0], self._on_arrived, chunk)  # arrival first, as aware.py
-        self._queue.schedule(d[1], self._on_free, root)
+        now = net.queue.now
+        group = net.group
+        # arrival first, then link-free, as aware.py
+        net.queue.schedule(d[0], net.on_chunk_arrived, chunk, Event(now + d[0], rec, g, group))
+        net.queue.schedule(d[1], self._on_free, Event(now + d[1], rec, g, group), off)
 
-    def _on_free(self, root: Root) -> None:
-        now = self._queue.now
+    def _on_free(self, rec: Event, off: int) -> None:
+        net = self._net
+        now = net.queue.now
         self.busy = False
-        self._free_tick, self._free_root = now, root
+        self._free_tick, self._free, self._free_off = now, (rec, net.group.sub(0, off)), off
         if self.pending:
             c = self.pending.popleft()
-            self._transmit(c, root if c.tick != now or c.root == root else None)
+            c_off = c.route.offs[c.hop]
+            prec, pg = rec, net.group.sub(c_off, off)  # rank (c_off - off)'s copy of this event
+            if c.tick == now:  # entered this tick: in the real run, was the link still busy?
+                first = net.before(c.rec, net.group.sub(c.g, c_off), *self._free)
+                if first is None:
+                    raise SymmetryBroken
+                if not first:
+                    prec, pg = c.rec, c.g
+            self._transmit(c, prec, pg, c_off)
 
 
 class SymmetricAwareBackend:
@@ -168,7 +154,7 @@ class SymmetricAwareBackend:
         self.scale = topo.npus_count
         sizes = topo.npus_count_per_dim
         self._xor = tuple(xor_dims) if xor_dims is not None else (False,) * len(sizes)
-        self._group = _Group(sizes, self._xor)
+        self.group = Group(sizes, self._xor)
         self._strides = tuple(topo._strides)
         self._delays = tuple({} for _ in topo.dims)
         self._classes: dict[tuple, _ClassLink] = {}
@@ -178,9 +164,18 @@ class SymmetricAwareBackend:
         self.messages = 0
         self.bytes_received = 0
         self.bytes_per_dim = [0] * topo.dims_count
-        self._root: Root = 0  # root of the system-layer event running now (rank 0's start: 0)
-        self._sys_tick = 0
-        self._sys_root: Root = 0
+        # the real event running now: rank _cur_g's copy of event _cur (first rank 0's start)
+        self._cur = Event(-1, None, 0, self.group)
+        self._cur_g = 0
+        self._sys_tick = -1
+        self._sys: tuple = ()  # the last system-layer event of _sys_tick, as (event, rank)
+        self._sys_prev: tuple | None = None  # the one before it at that tick
+        self._call: tuple = ()  # what the last one ran: (callback, args)
+        self._made: list[Event] = []  # the events it scheduled
+        self._touched = False  # whether it sent or posted a receive
+
+    def before(self, r1: Event, g1: int, r2: Event, g2: int) -> bool | None:
+        return before(r1, g1, r2, g2, self.group)
 
     def now(self) -> int:
         return self.queue.now
@@ -190,17 +185,48 @@ class SymmetricAwareBackend:
 
     # -- rank 0's system-layer events ---------------------------------------------------
     def schedule(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
-        self.queue.schedule(delay_ns, self._system_event, self._root, callback, args)
+        rec = Event(self.queue.now + delay_ns, self._cur, self._cur_g, self.group)
+        self._made.append(rec)
+        self.queue.schedule(delay_ns, self._system_event, rec, 0, callback, args)
 
-    def _system_event(self, root: Root, callback: Callable[..., None], args: tuple) -> None:
+    def _system_event(self, rec: Event, g: int, callback: Callable[..., None], args: tuple) -> None:
+        """Rank 0's system layer runs ``callback`` as rank g's copy of event rec."""
         now = self.queue.now
         if now == self._sys_tick:
-            if root is None or root != self._sys_root:
-                raise SymmetryBroken
+            first = before(*self._sys, rec, g, self.group)
+            if first is not True:  # the real run has them the other way round (or cannot tell)
+                if first is None or not self._swap(rec, g, callback, args):
+                    raise SymmetryBroken
+                callback(*args)
+                return
+            self._sys_prev = self._sys
         else:
-            self._sys_tick, self._sys_root = now, root
-        self._root = root
+            self._sys_prev = None
+        self._sys_tick, self._sys = now, (rec, g)
+        self._call, self._made, self._touched = (callback, args), [], False
+        self._cur, self._cur_g = rec, g
         callback(*args)
+
+    def _swap(self, rec: Event, g: int, callback: Callable[..., None], args: tuple) -> bool:
+        """The last system event ran the same call as this one, which really runs first (e.g. two
+        packets of one algorithm at one tick): the state is the same either way, only the events
+        the first call scheduled are really this one's. Hand them over, and run this call as the
+        last event; False where that is not safe."""
+        cb1, args1 = self._call
+        if cb1 != callback or len(args1) != len(args) or self._touched or any(r.kids for r in self._made):
+            return False
+        if not all(a is b or (type(a) is int and a == b) for a, b in zip(args1, args)):
+            return False
+        if self._sys_prev is not None and before(*self._sys_prev, rec, g, self.group) is not True:
+            return False
+        last, group = self._sys[0], self.group
+        for r in self._made:
+            r.reparent(rec, g, group)
+        last.kids -= len(self._made)
+        self._sys_prev = (rec, g)  # the real order: previous, this one, last
+        self._made, self._touched = [], False
+        self._cur, self._cur_g = self._sys
+        return True
 
     # -- messages -----------------------------------------------------------------------
     def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object,
@@ -217,10 +243,11 @@ class SymmetricAwareBackend:
             if ch[0] == ch[1]:
                 del self._channels[key]
         else:
-            # [arrived, root of the image's delivery, its tick, recv callback, its args, label]
+            # [arrived, its delivery at rank 0 as (event, rank), its tick, recv callback, args, label]
             msg = [False, None, -1, None, (), label]
             ch[2].append(msg)
         self.messages += 1
+        self._touched = True
         route = self._routes.get(dst)
         if route is None:
             route = self._routes[dst] = self._build_route(dst)
@@ -228,18 +255,19 @@ class SymmetricAwareBackend:
         chunk = _Chunk(msg, route, size_bytes)
         if callback is not _noop:
             msg.append((callback, args))
-        route.links[0].send(chunk, self._root)  # rank 0's first hop: its root is the sender's
+        route.links[0].send(chunk, self._cur, self._cur_g)
 
     def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object,
              label: object = None) -> None:
         peer = self._inv.get(src)
         if peer is None:
-            peer = self._inv[src] = self._group.sub(0, src)
+            peer = self._inv[src] = self.group.sub(0, src)
         key = (tag, peer, size_bytes)
         ch = self._channels.get(key)
         if ch is None:
             ch = self._channels[key] = [0, 0, deque()]
         ch[1] += 1
+        self._touched = True
         if ch[0] >= ch[1]:  # its image was sent
             msg = ch[2].popleft()
             if label is not None and msg[5] is not None and label != msg[5]:
@@ -247,8 +275,8 @@ class SymmetricAwareBackend:
             if ch[0] == ch[1]:
                 del self._channels[key]
             if msg[0]:
-                if msg[2] == self.queue.now and (msg[1] is None or msg[1] != self._root):
-                    raise SymmetryBroken  # arrived this tick: before or after this post?
+                if msg[2] == self.queue.now and before(*msg[1], self._cur, self._cur_g, self.group) is not True:
+                    raise SymmetryBroken  # arrived this tick, but after this post in the real run
                 self.bytes_received += size_bytes
                 self.schedule(0, callback, *args)
                 return
@@ -263,33 +291,28 @@ class SymmetricAwareBackend:
         self.send(me, dst, size_bytes, tag, _noop, label=label)
         self.recv(me, src, size_bytes, tag, callback, arg, label=label)
 
-    def _on_chunk_arrived(self, chunk: _Chunk) -> None:
+    def on_chunk_arrived(self, chunk: _Chunk, rec: Event) -> None:
         route = chunk.route
-        hop = chunk.hop
-        root = chunk.root
-        if root is not None:
-            root = self._group.add(root, route.shifts[hop])
-        hop += 1
+        hop = chunk.hop + 1
         if hop < len(route.links):
             chunk.hop = hop
-            route.links[hop].send(chunk, root)
+            route.links[hop].send(chunk, rec, 0)
             return
         msg = chunk.msg
         if len(msg) > 6:  # a send callback: rank 0's own message arrived
             cb, args = msg[6]
-            sender = None if root is None else self._group.add(root, route.dst)  # the arrival at dst
-            self._system_event(sender, cb, args)
+            self._system_event(rec, 0, cb, args)
         if msg[3] is not None:
             self.bytes_received += chunk.size_bytes
-            self._system_event(root, msg[3], msg[4])
+            self._system_event(rec, route.sender, msg[3], msg[4])
         else:
-            msg[0], msg[1], msg[2] = True, root, self.queue.now
+            msg[0], msg[1], msg[2] = True, (rec, route.sender), self.queue.now
 
     # -- routes ---------------------------------------------------------------------------
     def _build_route(self, dst: int) -> _Route:
         """aware.py's dimension-order route from rank 0, hop by hop as (class, offset): the
         offset is the group element that maps the class's link at rank 0 onto this hop."""
-        topo, g = self.topology, self._group
+        topo = self.topology
         hops: list[tuple[tuple, int]] = []
         cur = 0
         for dim, (st, d) in enumerate(zip(self._strides, topo.dims)):
@@ -316,13 +339,10 @@ class SymmetricAwareBackend:
             link = self._classes.get(key)
             if link is None:
                 d = topo.dims[key[0]]
-                link = self._classes[key] = _ClassLink(d.latency_ns, d.bytes_per_ns, self._delays[key[0]],
-                                                       self.queue, self._on_chunk_arrived)
+                link = self._classes[key] = _ClassLink(d.latency_ns, d.bytes_per_ns, self._delays[key[0]], self)
             links.append(link)
-        offs = [off for _, off in hops]
-        shifts = [g.sub(offs[i], offs[i + 1]) for i in range(len(offs) - 1)]
-        shifts.append(g.sub(offs[-1], dst))  # the image of the arrival at dst is a delivery at 0
-        return _Route(tuple(links), tuple(shifts), dst, topo.dim_to_transfer(0, dst))
+        offs = tuple(off for _, off in hops)
+        return _Route(tuple(links), offs, dst, self.group.sub(0, dst), topo.dim_to_transfer(0, dst))
 
     # -- reporting ------------------------------------------------------------------------
     def unmatched(self) -> list[str]:

@@ -13,8 +13,10 @@ from network.config import NetworkConfig
 from system.config import SystemConfig
 from system.simulation import run_simulation
 from system.symmetry import symmetry_group
+from system.sys import Sys
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 from workload.loader import load_workload_graphs
+from workload.workload import Workload
 
 KINDS = ["Ring", "Switch", "FullyConnected"]
 COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
@@ -111,24 +113,38 @@ def test_bench_shapes_take_the_fast_path(tmp_path: Path, kind: str) -> None:
     assert fast.network_stats["events"] * 10 < slow.network_stats["events"]
 
 
-def test_direct_all_to_all_on_a_switch_ties_and_falls_back(tmp_path: Path) -> None:
-    """Several sources feed one down-link at one tick: the representative cannot know their real
-    order, gives up, and the run is redone on the general path with the same answer."""
+def test_opposite_rings_tie_and_fall_back(tmp_path: Path) -> None:
+    """Two queues run rings in opposite directions: rank 0 gets a packet from each neighbour at one
+    tick, and in the real run their order is set by which of the two senders started first,
+    not by rank 0's own order. The representative gives up, the run is redone on the general
+    path, and the answer is the general path's."""
+    b = GraphBuilder()
+    b.collective("ag", "ALL_GATHER", 690878)
+    spec = str(b.write(tmp_path / "w.et"))
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [3], "bandwidth": [12.5], "latency": [1],
+                                   "backend": "congestion-aware"})
+    cfg = SystemConfig.from_dict({"endpoint-delay": 10, "preferred-dataset-splits": 4, "local-mem-bw": 1600,
+                                  "all-gather-implementation": ["ring"]})
+    graphs = load_workload_graphs(spec, 3)
+    assert symmetry_group(graphs, cfg, [3], "congestion-aware", ["Ring"]) is not None
+    backend = SymmetricAwareBackend(net)  # the representative alone
+    Workload(Sys(0, backend, cfg, [2]), graphs[0], {}, None).fire()
+    with pytest.raises(SymmetryBroken):
+        backend.run()
+    r = run_simulation(spec, net, cfg, num_queues_per_dim=2)
+    assert not r.inputs["symmetric_fast_path"]
+    assert r.finish_ns == run_simulation(spec, net, cfg, num_queues_per_dim=2, symmetry=False).finish_ns
+
+
+def test_direct_all_to_all_on_a_switch_takes_the_fast_path(tmp_path: Path) -> None:
+    """Sources feed rank 0's down-link at one tick; the real order is known, so no rerun."""
     spec = write_collective_microbenchmark(tmp_path / "a2a", 8, "ALL_TO_ALL", 1 << 20, shared=True)
     net, cfg = _ring_4chunks([("Switch", 8)])
-    graphs = load_workload_graphs(spec, 8)
-    assert symmetry_group(graphs, cfg, [8], "congestion-aware", ["Switch"]) is not None
-    with pytest.raises(SymmetryBroken):  # the representative alone
-        from system.sys import Sys
-        from workload.workload import Workload
-
-        backend = SymmetricAwareBackend(net)
-        w = Workload(Sys(0, backend, cfg, [1]), graphs[0], {}, None)
-        w.fire()
-        backend.run()
-    r = run_simulation(spec, net, cfg)
-    assert not r.inputs["symmetric_fast_path"]
-    assert r.finish_ns == run_simulation(spec, net, cfg, symmetry=False).finish_ns
+    fast = run_simulation(spec, net, cfg)
+    slow = run_simulation(spec, net, cfg, symmetry=False)
+    assert fast.inputs["symmetric_fast_path"]
+    assert fast.finish_ns == slow.finish_ns
+    assert all(fast.network_stats[k] == slow.network_stats[k] for k in STATS)
 
 
 @pytest.mark.parametrize("dims,algo,ok", [
