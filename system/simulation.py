@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from network.analytical.symmetric import SymmetricUnawareBackend
+from network.analytical.symmetric_aware import SymmetricAwareBackend
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
@@ -21,7 +22,7 @@ from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
 from system.ring_batch import RingBatcher
-from system.symmetry import is_symmetric
+from system.symmetry import symmetry_group
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
@@ -145,20 +146,30 @@ def run_simulation(
         check_collectives_agree(graphs, groups_spec)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter here: a
     # symmetric graph has no MEM_LOAD/MEM_STORE nodes, so the memory model is never used
-    representative = (symmetry and not rendezvous and not groups_spec
-                      and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
-                      and is_symmetric(graphs, sys_cfg, net.topology.npus_count_per_dim, name))
-    ranks = [0] if representative else list(range(npus))
+    group = (symmetry and not rendezvous and not groups_spec
+             and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
+             and not net.extra.get("congestion_aware")  # settings: the general backend judges them
+             and symmetry_group(graphs, sys_cfg, net.topology.npus_count_per_dim, name,
+                                [d.kind.value for d in net.topology.dims])) or None
     run = _RankRun(net, sys_cfg, name, graphs, groups_spec, remote_memory, num_queues_per_dim,
-                   max_events, max_wall_s, progress, rendezvous, representative, t0)
-    if batching and not representative and not rendezvous:
+                   max_events, max_wall_s, progress, rendezvous, t0)
+    # the shortcuts first, each falling back to the next when it cannot prove its answer; the
+    # last attempt, every message an event, decides and reports (a stuck run included)
+    attempts: list[tuple[Any, bool]] = []
+    if group is not None:
+        attempts.append((group, False))  # one representative rank (system/symmetry.py)
+    if batching and not rendezvous:
+        attempts.append((None, True))  # every rank, ring phases batched (system/ring_batch.py)
+    attempts.append((None, False))
+    for i, (sym, batch) in enumerate(attempts):
         try:
-            net_backend, systems, workloads = run.simulate(ranks, batching=True)
+            net_backend, systems, workloads = run.simulate(sym, batching=batch)
+            break
         except (FastPathConflict, Deadlock):  # CollectiveMismatch is a Deadlock
-            # the batched ring phases prove nothing here: the event path decides, and reports
-            net_backend, systems, workloads = run.simulate(ranks, batching=False)
-    else:
-        net_backend, systems, workloads = run.simulate(ranks, batching=False)
+            if i == len(attempts) - 1:
+                raise
+            _check_wall(t0, max_wall_s, "trying a shortcut")
+    representative = sym is not None
     stats = net_backend.stats()
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
@@ -189,22 +200,28 @@ class _RankRun:
 
     def __init__(self, net: NetworkConfig, sys_cfg: SystemConfig, name: str, graphs: list, groups_spec: dict,
                  remote_memory: Any, num_queues_per_dim: int, max_events: int | None, max_wall_s: float | None,
-                 progress: Any, rendezvous: bool, representative: bool, t0: float) -> None:
+                 progress: Any, rendezvous: bool, t0: float) -> None:
         self.net, self.sys_cfg, self.name, self.graphs = net, sys_cfg, name, graphs
         self.groups_spec, self.remote_memory, self.queues = groups_spec, remote_memory, num_queues_per_dim
         self.max_events, self.max_wall_s, self.progress = max_events, max_wall_s, progress
-        self.rendezvous, self.representative, self.t0 = rendezvous, representative, t0
+        self.rendezvous, self.t0 = rendezvous, t0
         self.batched_messages = 0  # messages the last attempt advanced in batched ring phases
 
-    def simulate(self, ranks: list[int], batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
+    def simulate(self, group: Any, batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
+        """One attempt: with ``group`` (system/symmetry.py) one representative rank stands for all."""
         net, sys_cfg, graphs, t0, max_wall_s = self.net, self.sys_cfg, self.graphs, self.t0, self.max_wall_s
         npus = net.topology.npus_count
         remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
-        if self.representative:
-            # every rank does the same at the same time: simulate rank 0 for all (system/symmetry.py)
-            net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=max_wall_s)
+        budget = None if max_wall_s is None else max(max_wall_s - (time.perf_counter() - t0), 0.0)
+        if group is None:
+            net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
+            ranks = list(range(npus))
+        elif self.name == "congestion-aware":
+            net_backend = SymmetricAwareBackend(net, group, max_events=self.max_events, wall_limit_s=budget)
+            ranks = [0]
         else:
-            net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=max_wall_s)
+            net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=budget)
+            ranks = [0]
         batcher = RingBatcher.for_backend(net_backend) if batching else None
         queues = [self.queues] * net.topology.dims_count
         systems: list[Sys] = []
@@ -230,6 +247,8 @@ class _RankRun:
         try:
             net_backend.run()
         except MessageMismatchError as e:
+            if group is not None:  # the representative pairs its own messages: the general path judges
+                raise FastPathConflict(str(e)) from None
             raise CollectiveMismatch(net_backend.now(), e) from None
         finally:
             if progress is not None:

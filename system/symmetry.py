@@ -8,8 +8,13 @@ A run qualifies when (issue 8, "symmetry is the big lever"):
 * every collective runs a translation- or reflection-symmetric algorithm on per-dimension
   rings (ring, direct, halvingDoubling), not a double binary tree (ranks differ), a custom
   collective, or a ``one*`` ring that crosses dimensions of a multi-dimensional network;
-* the backend is congestion-unaware (no shared link state) and no per-node custom
-  implementations are configured.
+* the backend is congestion-unaware (no shared link state), or congestion-aware on Ring, Switch
+  and FullyConnected dimensions (network/analytical/symmetric_aware.py: rank x's traffic is rank
+  0's mapped by x, per dimension a translation, or an XOR where halving-doubling runs on a Switch or
+  FullyConnected dimension; halving-doubling pairs by XOR, which is no ring translation, so it
+  is refused on a Ring dimension of more than 2 NPUs, and so is mixing it with ring or direct on
+  one dimension);
+* no per-node custom implementations are configured.
 Anything else runs on the general path, one Sys per rank. The fast path's results are checked
 against the general path in tests/system/test_symmetry.py.
 """
@@ -47,32 +52,50 @@ def _canonical(graph: Any) -> tuple | None:
     return tuple(out)
 
 
-def is_symmetric(graphs: Sequence[Any], config: SystemConfig, dim_sizes: Sequence[int], backend_name: str) -> bool:
+def is_symmetric(graphs: Sequence[Any], config: SystemConfig, dim_sizes: Sequence[int], backend_name: str,
+                 dim_kinds: Sequence[str] | None = None) -> bool:
+    return symmetry_group(graphs, config, dim_sizes, backend_name, dim_kinds) is not None
+
+
+def symmetry_group(graphs: Sequence[Any], config: SystemConfig, dim_sizes: Sequence[int], backend_name: str,
+                   dim_kinds: Sequence[str] | None = None) -> tuple[bool, ...] | None:
+    """None when the run is not symmetric; else per dimension whether rank x maps rank 0's
+    coordinate by XOR (halving-doubling) rather than by a translation (``dim_kinds``: the
+    topology's "Ring" / "Switch" / "FullyConnected", needed for the congestion-aware backend)."""
     dims_count = len(dim_sizes)
-    if backend_name != "congestion-unaware" or config.per_node_custom or config.replay_only:
-        return False
+    aware = backend_name == "congestion-aware" and dim_kinds is not None
+    if not (aware or backend_name == "congestion-unaware") or config.per_node_custom or config.replay_only:
+        return None
     first = graphs[0]
     canon = _canonical(first)
     if canon is None:
-        return False
+        return None
     seen = {id(first)}
     for g in graphs[1:]:
         if id(g) in seen:
             continue
         seen.add(id(g))
         if _canonical(g) != canon:
-            return False
+            return None
+    xor: list[set[bool]] = [set() for _ in dim_sizes]
     used = {n.comm_type for n in first.nodes.values() if n.type == pb.COMM_COLL_NODE}
     for ct in used & set(_COLL_NAME):
         name = _COLL_NAME[ct]
         if name in config.custom_implementations:
-            return False
+            return None
         impls = config.impls_for(name)
         if not impls or any(i.type not in _SYMMETRIC_IMPLS for i in impls):
-            return False
+            return None
         if dims_count > 1 and any(i.type.is_one for i in impls):
-            return False
-        for d, i in enumerate(impls):
-            if i.type is ImplType.HALVING_DOUBLING and dim_sizes[d] & (dim_sizes[d] - 1):
-                return False  # recursive halving pairs are only symmetric on powers of two
-    return True
+            return None
+        for d, i in enumerate(impls[:dims_count]):
+            hd = i.type in (ImplType.HALVING_DOUBLING, ImplType.ONE_HALVING_DOUBLING)
+            if hd and dim_sizes[d] & (dim_sizes[d] - 1):
+                return None  # recursive halving pairs are only symmetric on powers of two
+            xor[d].add(hd and dim_sizes[d] > 2)  # on 2 NPUs XOR and translation agree
+    if not aware:
+        return (False,) * dims_count
+    for d, kinds in enumerate(xor):
+        if len(kinds) > 1 or (True in kinds and dim_kinds[d] == "Ring"):
+            return None
+    return tuple(True in kinds for kinds in xor)
