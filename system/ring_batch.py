@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from system.collective.ring import Ring
 
 #: below this many rank-steps a phase runs the recurrence in plain Python (numpy's per-call cost)
@@ -221,7 +221,9 @@ def _recurrence_py(starts: list[int], pred: list[int], delays: list[int], endpoi
 
 
 def _recurrence_np(starts: list[int], pred: list[int], delays: list[int], endpoint: int,
-                   extra: list[int], steps: int) -> np.ndarray:
+                   extra: list[int], steps: int) -> "np.ndarray":
+    import numpy as np  # here, not at the top: a small run must not pay numpy's import
+
     t = np.asarray(starts, dtype=np.int64) + endpoint
     p = np.asarray(pred, dtype=np.intp)
     d = np.asarray(delays, dtype=np.int64)
@@ -236,8 +238,9 @@ def _recurrence_np(starts: list[int], pred: list[int], delays: list[int], endpoi
 
 
 def _recurrence_pipes(starts: list[int], pred: list[int], pipes: Any, endpoint: int,
-                      extra: list[int], steps: int) -> np.ndarray:
+                      extra: list[int], steps: int) -> "np.ndarray":
     """As _recurrence_np, with arrivals from the links' queues (flow i is pred(i) → i)."""
+    import numpy as np
     t = np.asarray(starts, dtype=np.int64) + endpoint
     p = np.asarray(pred, dtype=np.intp)
     for k in range(1, steps + 1):

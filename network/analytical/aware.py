@@ -34,13 +34,16 @@ computed on first use and cached. Links are created when a route first uses them
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 from network.analytical.base import KEY, AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
-from network.analytical.link_pipes import LinkPipes
 from network.errors import FastPathConflict, NetworkConfigError
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
+
+if TYPE_CHECKING:
+    from network.analytical.link_pipes import LinkPipes
 
 
 class Chunk:
@@ -194,7 +197,9 @@ class CongestionAwareBackend(AnalyticalBackend):
         links = [link for r in routes for link in r]
         return len(set(map(id, links))) == len(links)
 
-    def pipes(self, pairs: list[tuple[int, int]], size_bytes: int) -> LinkPipes:
+    def pipes(self, pairs: list[tuple[int, int]], size_bytes: int) -> "LinkPipes":
+        from network.analytical.link_pipes import LinkPipes  # numpy: only when a phase is batched
+
         return LinkPipes([self._route(a, b) for a, b in pairs], size_bytes)
 
     def _route(self, src: int, dst: int) -> tuple[Link, ...]:
