@@ -19,7 +19,7 @@ from system import __version__
 from system.simulation import Deadlock, RankView, SimulationResult, run_simulation  # noqa: F401
 from workload.input_kind import describe_folder
 from workload.triosim.folder import is_trace_dir
-from workload.triosim.layout import add_layout_arguments, layout_from_args
+from workload.triosim.layout_flags import add_layout_arguments, layout_from_args
 
 
 class ExitCode(enum.IntEnum):

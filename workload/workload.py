@@ -13,7 +13,7 @@ import json
 import warnings
 from typing import Any
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.collective.algorithm import ComType
 from system.comm_group import CommunicatorGroup
 from system.errors import CommGroupError, SystemConfigError, UnsupportedFeatureError
