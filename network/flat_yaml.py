@@ -7,8 +7,8 @@ are one flat mapping of scalars and one-line lists::
     npus_count: [ 8, 4 ]
     bandwidth: [ 50.0, 25.0 ]
 
-``read_flat_yaml`` reads exactly that shape and returns ``None`` for anything else, so the caller
-hands the text to PyYAML; whatever it does accept, it reads as ``yaml.safe_load`` does (a test
+``read_flat_yaml`` reads exactly that shape, or a JSON object (YAML to PyYAML too), and returns
+``None`` for anything else, so the caller hands the text to PyYAML; whatever it does accept, it reads as ``yaml.safe_load`` does (a test
 compares the two on generated documents). Safety comes from declining: a scalar is accepted only
 in a form whose YAML 1.1 type has no doubt (decimal integers, floats with a dot, names that are
 not booleans or null, quotes without escapes), and the text must be printable ASCII.
@@ -41,6 +41,8 @@ def read_flat_yaml(text: str) -> dict[str, Any] | None:
     """The mapping ``yaml.safe_load(text)`` gives, or None when the text is not flat YAML."""
     if _NOT_ASCII_LINES.search(text):
         return None
+    if text.lstrip(" \n").startswith("{"):
+        return _json(text)
     out: dict[str, Any] = {}
     for line in text.split("\n"):
         m = _LINE.fullmatch(line)
@@ -87,3 +89,46 @@ def _scalar(s: str) -> Any:
     if _IS_FLOAT.fullmatch(s):
         return float(s)
     return _DECLINED if s.lower() in _NOT_STRINGS else s  # a _WORD or a _TEXT
+
+
+class _NotAsYaml(Exception):
+    """A JSON value that PyYAML would read otherwise."""
+
+
+def _json(text: str) -> dict[str, Any] | None:
+    """A JSON object as PyYAML reads it: json.loads, declining where YAML 1.1 differs (a float
+    whose exponent has no sign is a string to it, so is 1e+5; escapes; NaN; a key given twice)."""
+    if "\\" in text:
+        return None
+    import json  # the system file's reader imports it anyway
+
+    try:
+        data = json.loads(text, parse_float=_json_float, parse_int=_json_int, parse_constant=_json_constant,
+                          object_pairs_hook=_json_object)
+    except (ValueError, _NotAsYaml):  # not JSON (PyYAML may still read it), or not read as PyYAML would
+        return None
+    return data if isinstance(data, dict) and data else None
+
+
+def _json_float(s: str) -> float:
+    if not _IS_FLOAT.fullmatch(s):
+        raise _NotAsYaml
+    return float(s)
+
+
+def _json_int(s: str) -> int:
+    if not _IS_INT.fullmatch(s):  # JSON's integers are YAML's, up to the 31 digits _INT allows
+        raise _NotAsYaml
+    return int(s)
+
+
+def _json_constant(s: str) -> Any:
+    raise _NotAsYaml  # NaN, Infinity: not JSON, and strings to PyYAML
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _NotAsYaml
+    return out
+

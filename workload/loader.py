@@ -10,7 +10,6 @@ from pathlib import Path
 from workload.errors import WorkloadError
 from workload.graph import Graph, Node, load_graph
 from workload.host_comms import settle_unknown_peers
-from workload.input_kind import describe_file, describe_folder
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
@@ -25,6 +24,8 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
             if m and f.is_file():
                 groups.setdefault(m["prefix"], {})[int(m["rank"])] = f
         if not groups:
+            from workload.input_kind import describe_folder  # what the folder is instead: errors only
+
             raise WorkloadError(p, "", describe_folder(p) or "folder holds no '<prefix>.<rank>.et' files")
         if len(groups) > 1:
             raise WorkloadError(p, "", f"folder holds several workloads ({', '.join(sorted(groups))}); pass one prefix")
@@ -112,6 +113,8 @@ def _load(path: Path, nodes: dict[bytes, Node]) -> Graph:
     try:
         return load_graph(path, nodes)
     except WorkloadError:
+        from workload.input_kind import describe_file  # errors only: not at start-up
+
         kind = describe_file(path) if path.is_file() else None  # only now: success costs no extra read
         if kind is None:
             raise

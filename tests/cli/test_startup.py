@@ -23,8 +23,9 @@ UNUSED = {
     "csv": "converter", "fractions": "converter",
     # the protobuf runtime (~30 ms): a few ET nodes are read by chakra_proto/wire.py
     "google.protobuf": "wire.py", "chakra_proto.et_def_pb2": "wire.py", "workload.builder": "the ET writer",
-    # PyYAML (~25 ms): a flat network file is read by network/flat_yaml.py
+    # PyYAML (~25 ms): a flat network file (or a JSON one) is read by network/flat_yaml.py
     "yaml": "flat_yaml.py",
+    "system.outputs": "output flags only", "workload.input_kind": "error messages only",
     # dataclasses pulls inspect, ast, dis, tokenize (~13 ms): the configs are NamedTuples
     "dataclasses": "NamedTuple", "inspect": "NamedTuple", "ast": "host-side comms only",
     # a physical graph (topology-file / topology-generator) only
@@ -36,6 +37,7 @@ CASES = {  # network suffix, system file, flags
     "symmetric, ASTRA-sim JSON system": (".yaml", "examples/system/Ring_4chunks.json", []),
     "every rank simulated": (".yml", "examples/system/Ring_4chunks.json", ["--no-symmetry"]),
     "congestion-aware": (".yml", None, ["--backend", "congestion-aware"]),
+    "network as JSON": (".json", None, []),
 }
 
 
@@ -44,7 +46,9 @@ def test_a_small_run_does_not_import_what_it_does_not_use(tmp_path: Path, case: 
     suffix, system, flags = CASES[case]
     spec = write_collective_microbenchmark(tmp_path / "ar", 16, "ALL_REDUCE", 1 << 20)
     net = tmp_path / f"net{suffix}"
-    net.write_text("topology: [ Ring ]\nnpus_count: [ 16 ]\nbandwidth: [ 50.0 ]  # GB/s\nlatency: [ 500.0 ]  # ns\n")
+    net.write_text('{"topology": ["Ring"], "npus_count": [16], "bandwidth": [50.0], "latency": [500.0]}\n'
+                   if suffix == ".json" else
+                   "topology: [ Ring ]\nnpus_count: [ 16 ]\nbandwidth: [ 50.0 ]  # GB/s\nlatency: [ 500.0 ]  # ns\n")
     argv = ["--workload", str(spec), "--network", str(net), "--quiet", *flags]
     if system:
         argv += ["--system", str(ROOT / system)]

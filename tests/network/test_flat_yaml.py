@@ -96,3 +96,42 @@ def test_astra_sim_network_file_is_read_without_pyyaml() -> None:
     text = "topology: [ Ring, Switch ]\nnpus_count: [ 8, 4 ]  # NPUs\nbandwidth: [ 50.0, 25.0 ]  # GB/s\nlatency: [ 500.0, 500.0 ]\n"
     assert read_flat_yaml(text) == {"topology": ["Ring", "Switch"], "npus_count": [8, 4],
                                     "bandwidth": [50.0, 25.0], "latency": [500.0, 500.0]}
+
+
+_JSON_NUMBERS = ["0", "-0", "16", "-7", "50.0", "-0.0", "1.5e+10", "2.5E-3", "1e5", "1.5e10", "1E+5", "0.1",
+                 "123456789012345678901234567890123", "NaN", "Infinity"]
+_JSON_STRINGS = ['"Ring"', '"x y"', '"a#b"', '"a: b"', '""', '"it\'s"', '"a\\/b"', '"tab\\tin"', '"\\u00e9"',
+                 '"yes"', '"1"']
+
+
+def _json_value(rng: random.Random, depth: int = 0) -> str:
+    r = rng.random()
+    if depth < 2 and r < 0.2:
+        return "[" + rng.choice([",", ", ", " , "]).join(_json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))) + "]"
+    if depth < 2 and r < 0.3:
+        return _json_object(rng, depth + 1)
+    if r < 0.6:
+        return rng.choice(_JSON_NUMBERS)
+    if r < 0.9:
+        return rng.choice(_JSON_STRINGS)
+    return rng.choice(["true", "false", "null"])
+
+
+def _json_object(rng: random.Random, depth: int = 0) -> str:
+    keys = [rng.choice(['"topology"', '"npus_count"', '"bandwidth"', '"a b"', '"1"', '"on"']) for _ in range(rng.randint(1, 4))]
+    sep, colon = rng.choice([(",", ":"), (", ", ": "), (",\n  ", " : ")])
+    return "{" + sep.join(f"{k}{colon}{_json_value(rng, depth)}" for k in keys) + rng.choice(["}", " }", ",}"])
+
+
+def test_generated_json_reads_as_pyyaml_reads_it_or_is_declined() -> None:
+    """A network file written as JSON: PyYAML reads it as YAML 1.1 (1.5e10 is a string to it)."""
+    rng = random.Random(5)
+    read = 0
+    for i in range(2000):
+        text = rng.choice(["", "\n", "  "]) + _json_object(rng) + rng.choice(["", "\n"])
+        ours = read_flat_yaml(text)
+        if ours is not None:
+            read += 1
+            theirs = _safe_load(text)
+            assert _same(ours, theirs), f"document {i}: {text!r}: ours {ours!r}, PyYAML {theirs!r}"
+    assert read > 200
