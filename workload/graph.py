@@ -15,10 +15,10 @@ from chakra_proto.attrs import int_value
 from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
-from workload.host_comms import recognise_host_comms
 
 NODE_TYPES = NODE_TYPE_NAMES
 COLL_TYPES = COLLECTIVE_NAMES
+_P2P_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 SUPPORTED_COLLECTIVES = {pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL, pb.BROADCAST}
 
 
@@ -104,7 +104,13 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None) 
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
     link_dependencies(p, nodes)
-    unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
+    unknown_peers: list[int] = []
+    # host_comms.py only ever changes CPU operators and sends/receives: without any, it need not
+    # even be imported (a fifth of the workload layer's code, at start-up)
+    if any(n.is_cpu_op or n.type in _P2P_TYPES for n in nodes.values()):
+        from workload.host_comms import recognise_host_comms
+
+        unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
     return Graph(str(p), nodes, metadata, unknown_peers)
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from workload.errors import WorkloadError
 from workload.graph import Graph, Node, load_graph
-from workload.host_comms import settle_unknown_peers
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
@@ -104,6 +103,8 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
         out.append(g)
     for g in cache.values():
         if g.unknown_peers:
+            from workload.host_comms import settle_unknown_peers  # sends/receives without a peer only
+
             settle_unknown_peers(g.path, g.nodes, g.unknown_peers, [r for r, x in enumerate(out) if x is g], npus_count)
             g.unknown_peers = []
     return out

@@ -28,6 +28,7 @@ UNUSED = {
     "system.outputs": "output flags only", "workload.input_kind": "error messages only",
     # dataclasses pulls inspect, ast, dis, tokenize (~13 ms): the configs are NamedTuples
     "dataclasses": "NamedTuple", "inspect": "NamedTuple", "ast": "host-side comms only",
+    "workload.host_comms": "CPU operators and sends/receives only", "workload.comm_names": "host_comms",
     # a physical graph (topology-file / topology-generator) only
     "network.graph": "graphs", "network.graph_routes": "graphs", "network.topology_file": "graphs",
     "network.topology_gen": "graphs",
