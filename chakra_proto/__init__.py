@@ -1,8 +1,12 @@
 """Chakra execution-trace schema (wire-compatible with mlcommons/chakra) and file framing.
 
-This package is a leaf: it imports nothing else from the project.
+This package is a leaf: it imports nothing else from the project. ``et_def_pb2`` (the protobuf
+runtime) is imported on first use, not here: a small run reads its nodes without it (wire.py).
 """
-from chakra_proto import et_def_pb2
+from __future__ import annotations
+
+from typing import Any
+
 from chakra_proto.io import (
     EtFormatError,
     decode_et_bytes,
@@ -10,6 +14,7 @@ from chakra_proto.io import (
     encode_et_bytes,
     read_et,
     read_et_split,
+    read_node,
     split_et_bytes,
     write_et,
 )
@@ -23,5 +28,14 @@ __all__ = [
     "read_et_split",
     "encode_et_bytes",
     "read_et",
+    "read_node",
     "write_et",
 ]
+
+
+def __getattr__(name: str) -> Any:  # chakra_proto.et_def_pb2 after a bare "import chakra_proto"
+    if name == "et_def_pb2":
+        import importlib
+
+        return importlib.import_module("chakra_proto.et_def_pb2")
+    raise AttributeError(f"module 'chakra_proto' has no attribute {name!r}")

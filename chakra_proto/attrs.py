@@ -1,9 +1,10 @@
 """Helpers to build and read Chakra node attributes the way Chakra's tools and ASTRA-sim do."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chakra_proto import et_def_pb2 as pb
+if TYPE_CHECKING:
+    from chakra_proto import et_def_pb2 as pb
 
 _INT_MEMBERS = (
     "int64_val", "int32_val", "uint64_val", "uint32_val", "sint32_val", "sint64_val",
@@ -11,28 +12,34 @@ _INT_MEMBERS = (
 )
 
 
+def _pb() -> Any:
+    from chakra_proto import et_def_pb2  # only writers: readers of a small run need no protobuf
+
+    return et_def_pb2
+
+
 def attr_int64(name: str, v: int) -> pb.AttributeProto:
-    return pb.AttributeProto(name=name, int64_val=v)
+    return _pb().AttributeProto(name=name, int64_val=v)
 
 
 def attr_int32(name: str, v: int) -> pb.AttributeProto:
-    return pb.AttributeProto(name=name, int32_val=v)
+    return _pb().AttributeProto(name=name, int32_val=v)
 
 
 def attr_uint64(name: str, v: int) -> pb.AttributeProto:
-    return pb.AttributeProto(name=name, uint64_val=v)
+    return _pb().AttributeProto(name=name, uint64_val=v)
 
 
 def attr_bool(name: str, v: bool) -> pb.AttributeProto:
-    return pb.AttributeProto(name=name, bool_val=v)
+    return _pb().AttributeProto(name=name, bool_val=v)
 
 
 def attr_string(name: str, v: str) -> pb.AttributeProto:
-    return pb.AttributeProto(name=name, string_val=v)
+    return _pb().AttributeProto(name=name, string_val=v)
 
 
 def attr_bool_list(name: str, vs: list[bool]) -> pb.AttributeProto:
-    return pb.AttributeProto(name=name, bool_list=pb.BoolList(values=vs))
+    return _pb().AttributeProto(name=name, bool_list=_pb().BoolList(values=vs))
 
 
 def attr_value(a: pb.AttributeProto) -> Any:

@@ -8,15 +8,27 @@ Chakra's Python tools accept them.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from google.protobuf.message import DecodeError
+from chakra_proto import wire
 
-from chakra_proto import et_def_pb2 as pb
+if TYPE_CHECKING:
+    from chakra_proto import et_def_pb2 as pb
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_VARINT32_BYTES = 5
+# messages read without protobuf (chakra_proto/wire.py, ~25 µs each where protobuf takes ~2 µs):
+# past about what importing protobuf costs, the import pays for itself
+_WIRE_BUDGET = 2000
+_wire_left = _WIRE_BUDGET
+
+
+def _pb() -> Any:
+    from chakra_proto import et_def_pb2  # here: a small run reads its few nodes without protobuf
+
+    return et_def_pb2
 
 
 class EtFormatError(ValueError):
@@ -52,10 +64,12 @@ def _read_varint(raw: bytes, pos: int, where: str) -> tuple[int, int]:
             raise EtFormatError(f"{where}: length prefix at byte {start} is longer than a 32-bit varint")
 
 
-def split_et_bytes(raw: bytes, where: str = "<bytes>") -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
+def split_et_bytes(raw: bytes, where: str = "<bytes>", read_only: bool = False,
+                   ) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
     """Decode the metadata and split the nodes into their serialized messages, undecoded:
     (metadata, one bytes per node, the byte offset of each node's length prefix). Identical
-    nodes are identical bytes, so a reader can decode each distinct one once."""
+    nodes are identical bytes, so a reader can decode each distinct one once. With ``read_only``
+    the metadata may be a chakra_proto.wire message (see read_node)."""
     if raw[:2] == _GZIP_MAGIC:
         import gzip  # here, not at start-up: few ET files are compressed
         import zlib
@@ -67,7 +81,7 @@ def split_et_bytes(raw: bytes, where: str = "<bytes>") -> tuple[pb.GlobalMetadat
     if not raw:
         raise EtFormatError(f"{where}: file is empty; expected a GlobalMetadata message")
     n = len(raw)
-    metadata = pb.GlobalMetadata()
+    metadata: Any = None
     frames: list[bytes] = []
     starts: list[int] = []
     pos = 0
@@ -88,19 +102,39 @@ def split_et_bytes(raw: bytes, where: str = "<bytes>") -> tuple[pb.GlobalMetadat
         frames.append(raw[pos:end])
         starts.append(start)
         if len(starts) == 1:  # a bad metadata message is named before a truncation after it
-            _parse(metadata, frames[0], where, "GlobalMetadata", start)
+            metadata = _read_only(frames[0], "GlobalMetadata") if read_only else None
+            if metadata is None:
+                metadata = _pb().GlobalMetadata()
+                _parse(metadata, frames[0], where, "GlobalMetadata", start)
         pos = end
     return metadata, frames[1:], starts[1:]
 
 
 def decode_node(data: bytes, where: str, index: int, start: int) -> pb.Node:
     """One node message from split_et_bytes (index and start name it in an error)."""
-    node = pb.Node()
+    node = _pb().Node()
     _parse(node, data, where, f"node #{index}", start)
     return node
 
 
+def read_node(data: bytes, where: str, index: int, start: int) -> Any:
+    """decode_node for a reader that only reads fields: while protobuf is not imported and the
+    process has read fewer than _WIRE_BUDGET messages, a chakra_proto.wire.Node (same fields,
+    HasField, WhichOneof); otherwise, or where wire declines, the protobuf message."""
+    return _read_only(data, "Node") or decode_node(data, where, index, start)
+
+
+def _read_only(data: bytes, kind: str) -> Any:
+    global _wire_left
+    if _wire_left <= 0 or "chakra_proto.et_def_pb2" in sys.modules:
+        return None
+    _wire_left -= 1
+    return wire.decode(data, getattr(wire, kind))
+
+
 def _parse(msg: Any, data: bytes, where: str, what: str, start: int) -> None:
+    from google.protobuf.message import DecodeError
+
     try:
         msg.ParseFromString(data)
     except DecodeError as e:
@@ -129,10 +163,10 @@ def read_et(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
     return decode_et_bytes(_read(p), str(p))
 
 
-def read_et_split(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
+def read_et_split(path: str | os.PathLike, read_only: bool = False) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
     """split_et_bytes of a file's contents, read in one call."""
     p = Path(path)
-    return split_et_bytes(_read(p), str(p))
+    return split_et_bytes(_read(p), str(p), read_only)
 
 
 def _read(p: Path) -> bytes:

@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-import yaml
-
 from network.errors import InputError
+from network.flat_yaml import read_flat_yaml
 
 
 def read_text(path: str | os.PathLike, error: type[InputError]) -> str:
@@ -46,6 +45,11 @@ def parse_yaml(text: str, path: str | os.PathLike, error: type[InputError]) -> A
     if text.count("[") + text.count("{") > _MAX_FLOW_DEPTH and _flow_depth(text) > _MAX_FLOW_DEPTH:
         raise error(path, "", f"not a usable YAML document (nested too deeply: more than {_MAX_FLOW_DEPTH} "
                               "levels of [ or {)")
+    flat = read_flat_yaml(text)
+    if flat is not None:  # the usual network file: PyYAML's import is a fifth of a small run's start-up
+        return flat
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:

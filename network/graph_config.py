@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from network.errors import NetworkConfigError
 from network.files import load_structured
-from network.graph_topology import GraphTopology
-from network.topology_file import read_topology_file
-from network.topology_gen import generate
+
+if TYPE_CHECKING:
+    from network.graph_topology import GraphTopology
 
 GRAPH_KEYS = ("topology-file", "topology-generator")
 
@@ -31,13 +31,18 @@ def graph_topology(data: dict[str, Any], path: str | os.PathLike | None) -> Grap
         raise NetworkConfigError(path, f"key {clash[0]!r}", (
             f"belongs to the built-in networks; with {given[0]!r} the links' rates and latencies come from "
             "the graph (remove the key)"))
+    # the graph modules load only for a graph network: a Ring/Switch run never needs them (start-up)
     if given[0] == "topology-file":
+        from network.topology_file import read_topology_file
+
         f = data["topology-file"]
         if not isinstance(f, str) or not f:
             raise NetworkConfigError(path, "key 'topology-file'", "expected the path of a topology file")
         base = Path(path).parent if path is not None else Path(".")
         graph = read_topology_file(base / f)
     else:
+        from network.topology_gen import generate
+
         graph = generate(data["topology-generator"], None if path is None else str(path))
     dims = None
     if "npus_count" in data:
@@ -50,6 +55,8 @@ def graph_topology(data: dict[str, Any], path: str | os.PathLike | None) -> Grap
 
 
 def _with_dims(graph: Any, dims: list[int] | None, path: Any, where: str) -> GraphTopology:
+    from network.graph_topology import GraphTopology
+
     npus = len(graph.npus)
     if dims is not None and math.prod(dims) != npus:
         raise NetworkConfigError(path, where, (
@@ -78,6 +85,8 @@ def read_logical_dims(path: str | os.PathLike) -> list[int]:
 
 def apply_logical_dims(topology: Any, dims: list[int], path: str | os.PathLike) -> Any:
     """The topology with these logical dimensions (for a built-in network they must be its own)."""
+    from network.graph_topology import GraphTopology
+
     if isinstance(topology, GraphTopology):
         return _with_dims(topology.graph, dims, path, "key 'logical-dims'")
     if list(dims) != topology.npus_count_per_dim:

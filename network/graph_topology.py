@@ -13,12 +13,13 @@ size / bandwidth, which is what a ``Switch`` dimension gives.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from network.graph import PhysicalGraph
-from network.graph_routes import RouteTable
 from network.topology import Dimension, Topology, TopologyKind
 from network.units import bw_gb_s_to_bytes_per_ns
+
+if TYPE_CHECKING:  # the analytical backends import this module on every run, graphs or not (start-up)
+    from network.graph import PhysicalGraph
 
 
 class GraphTopology(Topology):
@@ -31,6 +32,8 @@ class GraphTopology(Topology):
         bw = first.bandwidth_gb_s if first else 1.0
         lat = first.latency_ns if first else 0.0
         super().__init__([Dimension(TopologyKind.SWITCH, n, bw, lat) for n in sizes])
+        from network.graph_routes import RouteTable
+
         self.graph = graph
         self.routes = RouteTable(graph)
         self.link_bytes_per_ns = tuple(bw_gb_s_to_bytes_per_ns(link.bandwidth_gb_s) for link in graph.links)

@@ -17,9 +17,8 @@ from network.errors import InputError, SimulationLimitError
 from network.registry import known_backends
 from system import __version__
 from system.simulation import Deadlock, RankView, SimulationResult, run_simulation  # noqa: F401
-from workload.input_kind import describe_folder
 from workload.triosim.folder import is_trace_dir
-from workload.triosim.layout import add_layout_arguments, layout_from_args
+from workload.triosim.layout_flags import add_layout_arguments, layout_from_args
 
 
 class ExitCode(enum.IntEnum):
@@ -98,8 +97,11 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
     layout = layout_from_args(args)
     if not is_trace_dir(args.workload):
         changed = [k for k, v in layout.items() if v != parser.get_default(k)]
-        if changed and Path(args.workload).is_dir() and describe_folder(Path(args.workload)):
-            raise InputError(args.workload, "", describe_folder(Path(args.workload)))
+        if changed and Path(args.workload).is_dir():
+            from workload.input_kind import describe_folder  # only for this message: not at start-up
+
+            if describe_folder(Path(args.workload)):
+                raise InputError(args.workload, "", describe_folder(Path(args.workload)))
         if changed:
             raise InputError(None, f"--{changed[0].replace('_', '-')}",
                              "layout flags apply only when --workload is a TrioSim trace folder "
@@ -203,6 +205,8 @@ def _check_limits(args: argparse.Namespace) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
+    if not (args.report or args.trace_out or args.plot or args.triosim_out):
+        return  # a plain run writes no file: it need not import the checks (start-up)
     from system.outputs import check_file, check_folder, check_plot, check_prefix
 
     if args.report:

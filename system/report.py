@@ -24,7 +24,7 @@ import math
 import os
 from typing import Any, Iterable
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import atomic_open
 from system.waiting import communication_starts
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.config import ImplType, SystemConfig
 
 _SYMMETRIC_IMPLS = {ImplType.RING, ImplType.DIRECT, ImplType.HALVING_DOUBLING,

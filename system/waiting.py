@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.sys import COLLECTIVE_TAG_OFFSET, NATIVE_TAG_OFFSET
 
 _TAG_SPAN = COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET

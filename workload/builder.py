@@ -9,26 +9,16 @@ Used by the benchmark, the tests and anyone scripting a workload::
 """
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Iterable
 
 from chakra_proto import et_def_pb2 as pb, write_et
 from chakra_proto.attrs import int_value, attr_bool, attr_bool_list, attr_int32, attr_int64, attr_string, attr_uint64
+from workload.compatible_flag import ASTRA_SIM_COMPATIBLE_HELP, add_astra_sim_compatible_argument  # noqa: F401
 
 ET_VERSION = "0.0.4"  # what ASTRA-sim's examples carry (formats.md A.3)
-ASTRA_SIM_COMPATIBLE_HELP = (
-    "write only what ASTRA-sim reads: compute durations in whole microseconds (duration_micros, "
-    "rounded so that a rank's durations add up to its rounded total), no private attributes such as "
-    "duration_ns; ASTRA-sim and dtsim then give the same cycles on the files (default: exact ns)")
 PRIVATE_ATTRIBUTES = frozenset({"duration_ns"})  #: ours: ASTRA-sim ignores them, so its cycles would differ
-
-
-def add_astra_sim_compatible_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The converters' shared ``--astra-sim-compatible`` flag (dest ``astra_sim_compatible``)."""
-    parser.add_argument("--astra-sim-compatible", dest="astra_sim_compatible", action="store_true",
-                        help=ASTRA_SIM_COMPATIBLE_HELP)
 
 
 def make_astra_sim_compatible(nodes: Iterable[pb.Node]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 
 SEND, RECV = "SEND", "RECV"
 #: collectives the simulator runs; others (reduce, gather, scatter, barrier) stay host time only

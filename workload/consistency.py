@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from workload.errors import WorkloadError
 from workload.graph import COLL_TYPES, Graph, Node
 

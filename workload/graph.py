@@ -10,14 +10,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from chakra_proto import EtFormatError, decode_node, et_def_pb2 as pb, read_et_split
+from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node
 from chakra_proto.attrs import int_value
+from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
-from workload.host_comms import recognise_host_comms
 
-NODE_TYPES = {v.number: v.name for v in pb.NodeType.DESCRIPTOR.values}
-COLL_TYPES = {v.number: v.name for v in pb.CollectiveCommType.DESCRIPTOR.values}
+NODE_TYPES = NODE_TYPE_NAMES
+COLL_TYPES = COLLECTIVE_NAMES
+_P2P_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 SUPPORTED_COLLECTIVES = {pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL, pb.BROADCAST}
 
 
@@ -103,7 +104,13 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None) 
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
     link_dependencies(p, nodes)
-    unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
+    unknown_peers: list[int] = []
+    # host_comms.py only ever changes CPU operators and sends/receives: without any, it need not
+    # even be imported (a fifth of the workload layer's code, at start-up)
+    if any(n.is_cpu_op or n.type in _P2P_TYPES for n in nodes.values()):
+        from workload.host_comms import recognise_host_comms
+
+        unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
     return Graph(str(p), nodes, metadata, unknown_peers)
 
@@ -130,18 +137,20 @@ class _RawNodes:
         self._frames = frames
         self._nodes = nodes
 
-    def __getitem__(self, nid: int) -> pb.Node:
-        return pb.Node.FromString(self._frames[self._nodes[nid].index])
+    def __getitem__(self, nid: int) -> Any:
+        from chakra_proto import et_def_pb2  # the few workloads with host-side launchers need it
+
+        return et_def_pb2.Node.FromString(self._frames[self._nodes[nid].index])
 
 
 def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node], list[bytes]]:
     try:
-        metadata, frames, starts = read_et_split(p)
+        metadata, frames, starts = read_et_split(p, read_only=True)
         # decode every new message first: a corrupt file is named before any field rule
         fresh = {}
         for i, f in enumerate(frames):
             if f not in cache and f not in fresh:
-                fresh[f] = decode_node(f, str(p), i, starts[i])
+                fresh[f] = read_node(f, str(p), i, starts[i])  # protobuf's Node, or wire's
     except EtFormatError as e:
         raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
     nodes: dict[int, Node] = {}
@@ -156,7 +165,7 @@ def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node
     return metadata, nodes, frames
 
 
-def _parse_node(path: Path, rn: pb.Node, index: int) -> Node:
+def _parse_node(path: Path, rn: Any, index: int) -> Node:
     n = Node()
     n.index = index
     n.id = rn.id

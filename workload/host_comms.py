@@ -17,13 +17,12 @@ comm_names.py); the group is the world unless the operator names a numeric group
 """
 from __future__ import annotations
 
-import ast
 import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from chakra_proto.attrs import int_value
 from workload.comm_names import (PEER_ARGS, RECV, SEND, SIMULATED, backend_kind, data_argument, dispatch_kind,
                                  int_or_none, named_args, shape_bytes, tensor_bytes)
@@ -34,7 +33,7 @@ _P2P = {SEND: pb.COMM_SEND_NODE, RECV: pb.COMM_RECV_NODE}
 _PEER_ATTRS = ("comm_peer", "peer")
 
 
-def recognise_host_comms(path: Path, nodes: dict[int, Any], raw: dict[int, pb.Node]) -> list[int]:
+def recognise_host_comms(path: Path, nodes: dict[int, Any], raw: dict[int, Any]) -> list[int]:
     """Turn the CPU operators that are communication into communication nodes (in place), and
     fill in the peers of send/recv nodes that lack them; one warning per file. Returns the ids
     of send/recv nodes whose peer the file does not say (the rank running it may tell)."""
@@ -82,7 +81,7 @@ def settle_unknown_peers(path: str | Path, nodes: dict[int, Any], unknown: list[
                   "the world has 2 ranks, so it is the other one", stacklevel=3)
 
 
-def _make_comm(path: Path, n: Any, kind: str, rn: pb.Node, launcher: pb.Node | None) -> None:
+def _make_comm(path: Path, n: Any, kind: str, rn: Any, launcher: Any | None) -> None:
     args = _args(rn)
     size = _size(args)
     if size == 0 and launcher is not None:
@@ -111,7 +110,7 @@ def _make_comm(path: Path, n: Any, kind: str, rn: pb.Node, launcher: pb.Node | N
     n.duration_ns = 0
 
 
-def _infer_p2p_peers(path: Path, nodes: dict[int, Any], raw: dict[int, pb.Node]) -> list[int]:
+def _infer_p2p_peers(path: Path, nodes: dict[int, Any], raw: dict[int, Any]) -> list[int]:
     """Send/recv nodes that name neither peer nor tag (as Chakra's converter writes them) take
     both from a peer attribute or from the launching op's arguments (up to 3 levels up).
     Returns the ids of those whose peer the file does not say."""
@@ -155,13 +154,13 @@ def unknown_peer_error(path: str | Path, n: Any, world: int | None = None) -> Wo
     where = f"; the world has {world} ranks, so it cannot be the other one" if world and world != 2 else ""
     return WorkloadError(
         path, n.describe(),
-        f"{pb.NodeType.Name(n.type)} needs attribute {field!r} (the other rank); Chakra's PyTorch converter does "
+        f"{pb.NODE_TYPE_NAMES[n.type]} needs attribute {field!r} (the other rank); Chakra's PyTorch converter does "
         "not write it, and this file does not say it elsewhere (no comm_peer attribute, no c10d send/recv op "
         f"with a dst/src argument among its parents){where}; add {field} and comm_tag to the node",
     )
 
 
-def _peer_attr(rn: pb.Node) -> int | None:
+def _peer_attr(rn: Any) -> int | None:
     for a in rn.attr:
         if a.name in _PEER_ATTRS:
             return int_value(a)
@@ -177,7 +176,7 @@ def _peer(args: dict[str, tuple[Any, str]]) -> int | None:
     return None
 
 
-def _args(rn: pb.Node | None) -> dict[str, tuple[Any, str]]:
+def _args(rn: Any | None) -> dict[str, tuple[Any, str]]:
     """The node's inputs by argument name: (value, type, shape); Chakra files hold each of the
     three lists as a Python literal."""
     if rn is None or not rn.HasField("inputs"):
@@ -202,6 +201,8 @@ def _size(args: dict[str, tuple]) -> int:
 
 
 def _literal(text: str) -> list:
+    import ast  # here: only workloads with host-side communication read operator arguments
+
     try:
         v = ast.literal_eval(text) if text else []
     except (ValueError, SyntaxError, MemoryError, RecursionError):

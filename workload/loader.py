@@ -9,8 +9,6 @@ from pathlib import Path
 
 from workload.errors import WorkloadError
 from workload.graph import Graph, Node, load_graph
-from workload.host_comms import settle_unknown_peers
-from workload.input_kind import describe_file, describe_folder
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
@@ -25,6 +23,8 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
             if m and f.is_file():
                 groups.setdefault(m["prefix"], {})[int(m["rank"])] = f
         if not groups:
+            from workload.input_kind import describe_folder  # what the folder is instead: errors only
+
             raise WorkloadError(p, "", describe_folder(p) or "folder holds no '<prefix>.<rank>.et' files")
         if len(groups) > 1:
             raise WorkloadError(p, "", f"folder holds several workloads ({', '.join(sorted(groups))}); pass one prefix")
@@ -103,6 +103,8 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
         out.append(g)
     for g in cache.values():
         if g.unknown_peers:
+            from workload.host_comms import settle_unknown_peers  # sends/receives without a peer only
+
             settle_unknown_peers(g.path, g.nodes, g.unknown_peers, [r for r, x in enumerate(out) if x is g], npus_count)
             g.unknown_peers = []
     return out
@@ -112,6 +114,8 @@ def _load(path: Path, nodes: dict[bytes, Node]) -> Graph:
     try:
         return load_graph(path, nodes)
     except WorkloadError:
+        from workload.input_kind import describe_file  # errors only: not at start-up
+
         kind = describe_file(path) if path.is_file() else None  # only now: success costs no extra read
         if kind is None:
             raise

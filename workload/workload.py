@@ -13,7 +13,7 @@ import json
 import warnings
 from typing import Any
 
-from chakra_proto import et_def_pb2 as pb
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.collective.algorithm import ComType
 from system.comm_group import CommunicatorGroup
 from system.errors import CommGroupError, SystemConfigError, UnsupportedFeatureError
@@ -93,10 +93,11 @@ class Workload:
 
     def _validate_rank_fields(self) -> None:
         from workload.errors import WorkloadError
-        from workload.host_comms import unknown_peer_error
 
         n_npus = self.sys.total_nodes
         if self.graph.unknown_peers:  # a graph not loaded through load_workload_graphs
+            from workload.host_comms import unknown_peer_error  # here: most runs never need host_comms
+
             raise unknown_peer_error(self.graph.path, self.graph.nodes[self.graph.unknown_peers[0]], n_npus)
         for n in self.graph.nodes.values():
             if n.type == pb.COMM_SEND_NODE:

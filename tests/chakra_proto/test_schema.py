@@ -42,6 +42,15 @@ def test_wire_numbers_match_chakra() -> None:
     assert pb.DESCRIPTOR.package == "ChakraProtoMsg"
 
 
+def test_plain_enums_equal_the_generated_ones() -> None:
+    """chakra_proto/enums.py (read without the protobuf runtime) is et_def_pb2's enums, name for name."""
+    from chakra_proto import enums
+
+    for enum, names in ((pb.NodeType, enums.NODE_TYPE_NAMES), (pb.CollectiveCommType, enums.COLLECTIVE_NAMES)):
+        assert names == {v.number: v.name for v in enum.DESCRIPTOR.values}
+        assert all(getattr(enums, v.name) == v.number for v in enum.DESCRIPTOR.values)
+
+
 def test_every_anchor_et_round_trips(anchors: Path) -> None:
     files = sorted(anchors.rglob("*.et"))
     assert len(files) > 100

@@ -19,7 +19,7 @@ from typing import Any
 _HOMES = {
     "ConversionResult": "converter", "build_conversion": "converter", "convert_triosim": "converter",
     "LayoutError": "errors", "TrioSimTraceError": "errors",
-    "Layout": "layout", "add_layout_arguments": "layout", "layout_from_args": "layout",
+    "Layout": "layout", "add_layout_arguments": "layout_flags", "layout_from_args": "layout_flags",
     "Trace": "trace", "load_trace": "trace", "is_trace_dir": "folder",
 }
 __all__ = sorted(_HOMES)

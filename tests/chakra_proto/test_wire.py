@@ -1,0 +1,181 @@
+"""chakra_proto/wire.py reads every message it accepts exactly as protobuf does, and declines the rest.
+
+The property: on generated nodes (every field, every attribute kind, extreme values) and on
+random mutations of them (flipped, cut, inserted bytes), ``wire.decode`` either returns None or a
+message whose every field equals protobuf's decoding; and it never accepts what protobuf rejects.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from chakra_proto import et_def_pb2 as pb, wire
+
+ROOT = Path(__file__).resolve().parents[2]
+_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1), "uint32": (0, (1 << 32) - 1),
+           "uint64": (0, (1 << 64) - 1), "sint32": (-(1 << 31), (1 << 31) - 1), "sint64": (-(1 << 63), (1 << 63) - 1),
+           "fixed32": (0, (1 << 32) - 1), "fixed64": (0, (1 << 64) - 1), "sfixed32": (-(1 << 31), (1 << 31) - 1),
+           "sfixed64": (-(1 << 63), (1 << 63) - 1)}
+
+
+def _value(rng: random.Random, kind: str) -> Any:
+    if kind in _RANGES:
+        lo, hi = _RANGES[kind]
+        return rng.choice([lo, hi, 0, 1, -1 if lo < 0 else 2, rng.randint(lo, hi), rng.randint(0, 300)])
+    if kind in ("float", "double"):
+        return rng.choice([0.0, -0.0, 1.5, -2.25e30, float("inf"), rng.uniform(-1e6, 1e6)])
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "string":
+        return rng.choice(["", "x", "aten::all_reduce", "ünïcødé ✓", "a\x00b", "😀" * 3])
+    return bytes(rng.randrange(256) for _ in range(rng.randrange(5)))
+
+
+def _attr(rng: random.Random) -> pb.AttributeProto:
+    a = pb.AttributeProto(name=rng.choice(["comm_size", "is_cpu_op", "pg_name", "involved_dim", "", "x"]))
+    if rng.random() < 0.2:
+        a.doc_string = _value(rng, "string")
+    if rng.random() < 0.9:
+        kind = rng.choice(wire._KINDS)
+        if rng.random() < 0.5:
+            setattr(a, f"{kind}_val", _value(rng, kind))
+        else:
+            getattr(a, f"{kind}_list").values.extend(_value(rng, kind) for _ in range(rng.randrange(4)))
+    return a
+
+
+def _node(rng: random.Random) -> pb.Node:
+    n = pb.Node(id=_value(rng, "uint64"), name=_value(rng, "string"), type=rng.choice([0, 4, 7, 9, -3, (1 << 31) - 1]))
+    n.ctrl_deps.extend(_value(rng, "uint64") for _ in range(rng.randrange(3)))
+    n.data_deps.extend(_value(rng, "uint64") for _ in range(rng.randrange(4)))
+    n.start_time_micros, n.duration_micros = _value(rng, "uint64"), _value(rng, "uint64")
+    for io in ("inputs", "outputs"):
+        if rng.random() < 0.4:
+            getattr(n, io).values = _value(rng, "string")
+            getattr(n, io).shapes = _value(rng, "string")
+    n.attr.extend(_attr(rng) for _ in range(rng.randrange(6)))
+    return n
+
+
+def _same(value: Any, expected: Any) -> bool:
+    if isinstance(expected, float):
+        return math.isnan(expected) and math.isnan(value) or (value == expected and
+                                                                math.copysign(1, value) == math.copysign(1, expected))
+    return type(value) is type(expected) and value == expected
+
+
+def assert_same(ours: wire.Message, theirs: Any, where: str = "") -> None:
+    """Every field of et_def.proto reads the same from both, presence and oneof included."""
+    assert ours.WhichOneof("value") == (theirs.WhichOneof("value") if type(ours).ONEOF else None), where
+    for name, kind, repeated, sub in type(ours).FIELDS.values():
+        mine, ref = getattr(ours, name), getattr(theirs, name)
+        if sub is not None and not repeated:
+            assert ours.HasField(name) == theirs.HasField(name), f"{where}{name}"
+            assert_same(mine, ref, f"{where}{name}.")
+        elif sub is not None:
+            assert len(mine) == len(ref), f"{where}{name}"
+            for i, (m, r) in enumerate(zip(mine, ref)):
+                assert_same(m, r, f"{where}{name}[{i}].")
+        elif repeated:
+            assert len(mine) == len(ref) and all(_same(m, r) for m, r in zip(mine, ref)), f"{where}{name}"
+        else:
+            assert _same(mine, ref), f"{where}{name}: {mine!r} != {ref!r}"
+
+
+def _protobuf(data: bytes) -> pb.Node | None:
+    try:
+        return pb.Node.FromString(data)
+    except DecodeError:
+        return None
+
+
+def test_generated_nodes_read_as_protobuf_reads_them() -> None:
+    rng = random.Random(13)
+    for i in range(400):
+        n = _node(rng)
+        data = n.SerializeToString()
+        ours = wire.decode(data, wire.Node)
+        assert ours is not None, f"node {i}: a canonical encoding was declined"
+        assert_same(ours, pb.Node.FromString(data), f"node {i}: ")
+
+
+def test_mutated_nodes_are_read_as_protobuf_reads_them_or_declined() -> None:
+    rng = random.Random(7)
+    accepted = 0
+    for i in range(1500):
+        data = bytearray(_node(rng).SerializeToString())
+        for _ in range(rng.randint(1, 3)):
+            op, pos = rng.random(), rng.randrange(len(data) + 1)
+            if op < 0.4 and pos < len(data):
+                data[pos] = rng.randrange(256)
+            elif op < 0.7:
+                data.insert(pos, rng.randrange(256))
+            else:
+                del data[pos:]
+        ours, theirs = wire.decode(bytes(data), wire.Node), _protobuf(bytes(data))
+        if ours is not None:
+            accepted += 1
+            assert theirs is not None, f"mutation {i}: accepted what protobuf rejects: {bytes(data).hex()}"
+            assert_same(ours, theirs, f"mutation {i}: ")
+    assert accepted > 100  # the property is not vacuous (1,500 mutations: about 130 read, the rest declined)
+
+
+def test_forms_protobuf_reads_differently_are_declined() -> None:
+    """Hand-made wire bytes: each is valid protobuf that a naive reader would get wrong."""
+    declined = {
+        "unknown field 11": b"\x58\x01",
+        "int32 type above 2^31, not sign-extended": b"\x18\x80\x80\x80\x80\x08",
+        "inputs twice (protobuf merges)": b"\x42\x02\x0a\x00\x42\x02\x12\x00",
+        "two oneof members in one attribute": b"\x52\x04\x48\x01\x38\x02",
+        "bool 2": b"\x52\x03\xd8\x01\x02",
+        "varint past 64 bits": b"\x08" + b"\xff" * 9 + b"\x7f",
+        "string not UTF-8": b"\x12\x01\xff",
+    }
+    for what, data in declined.items():
+        assert wire.decode(data, wire.Node) is None, what
+        if "64 bits" not in what and "UTF-8" not in what:
+            assert _protobuf(data) is not None, what  # valid protobuf: declined for its meaning
+    read = {  # and forms it does read: unpacked repeated, a scalar given twice (the last counts)
+        "unpacked deps": b"\x28\x05\x28\x06\x2a\x01\x07",
+        "id twice": b"\x08\x01\x08\x02",
+        "negative int32 type": b"\x18" + b"\xfd" + b"\xff" * 8 + b"\x01",
+    }
+    for what, data in read.items():
+        ours = wire.decode(data, wire.Node)
+        assert ours is not None, what
+        assert_same(ours, pb.Node.FromString(data), what)
+
+
+def test_metadata_reads_as_protobuf_reads_it() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        md = pb.GlobalMetadata(version=_value(rng, "string"))
+        md.attr.extend(_attr(rng) for _ in range(rng.randrange(3)))
+        data = md.SerializeToString()
+        assert_same(wire.decode(data, wire.GlobalMetadata), pb.GlobalMetadata.FromString(data))
+
+
+def test_a_large_workload_switches_to_protobuf(tmp_path: Path) -> None:
+    """Past io._WIRE_BUDGET messages protobuf's C decoder is cheaper than wire: it is imported."""
+    from chakra_proto import io
+    from workload.builder import GraphBuilder
+
+    b = GraphBuilder()
+    prev: list = []
+    for i in range(io._WIRE_BUDGET + 10):
+        prev = [b.comp(f"c{i}", duration_ns=10, deps=[prev[0]] if prev else [])]
+    small, large = GraphBuilder(), b
+    small.comp("only", duration_ns=10)
+    paths = [str(small.write(tmp_path / "small.et")), str(large.write(tmp_path / "large.et"))]
+    code = ("import sys, json\nfrom workload.graph import load_graph\nout = []\n"
+            f"for p in {paths!r}:\n    g = load_graph(p)\n"
+            "    out.append([len(g), 'google.protobuf' in sys.modules])\nprint(json.dumps(out))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout) == [[1, False], [io._WIRE_BUDGET + 10, True]]
