@@ -18,7 +18,7 @@ from network.errors import SimulationLimitError
 
 
 class EventQueue:
-    __slots__ = ("now", "_cal", "_times", "events_processed", "max_events", "wall_limit_s", "on_tick")
+    __slots__ = ("now", "_cal", "_times", "events_processed", "max_events", "wall_limit_s", "on_tick", "wall_origin")
 
     #: ``on_tick(now_ns, events)`` runs once per this many events (a progress bar's hook)
     TICK_EVENTS = 1 << 16
@@ -30,6 +30,9 @@ class EventQueue:
         self.events_processed = 0
         self.max_events = max_events
         self.wall_limit_s = wall_limit_s
+        #: time.monotonic() the wall budget counts from (None: from the start of run()); a caller
+        #: that tries a run more than once sets it so that all tries share one budget
+        self.wall_origin: float | None = None
         self.on_tick: Callable[[int, int], None] | None = None
 
     def schedule(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
@@ -78,7 +81,7 @@ class EventQueue:
         limit = self.max_events
         wall = self.wall_limit_s
         tick = self.on_tick
-        deadline = None if wall is None else _time.monotonic() + wall
+        deadline = None if wall is None else (self.wall_origin or _time.monotonic()) + wall
         every = self.TICK_EVENTS
         n = self.events_processed
         next_tick = (n // every + 1) * every

@@ -211,7 +211,7 @@ class _RankRun:
         net, sys_cfg, graphs, t0, max_wall_s = self.net, self.sys_cfg, self.graphs, self.t0, self.max_wall_s
         npus = net.topology.npus_count
         remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
-        budget = None if max_wall_s is None else max(max_wall_s - (time.perf_counter() - t0), 0.0)
+        budget = max_wall_s
         if group is None:
             net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
             ranks = list(range(npus))
@@ -222,6 +222,9 @@ class _RankRun:
             net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=budget)
             ranks = [0]
         batcher = RingBatcher.for_backend(net_backend) if batching else None
+        if max_wall_s is not None and getattr(net_backend, "queue", None) is not None:
+            # one budget for the whole run, however many attempts it takes
+            net_backend.queue.wall_origin = time.monotonic() - (time.perf_counter() - t0)
         queues = [self.queues] * net.topology.dims_count
         systems: list[Sys] = []
         workloads: list[Workload] = []

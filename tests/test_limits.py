@@ -47,7 +47,7 @@ def _long_workload(tmp_path: Path) -> list[str]:
         prev = [b.collective(f"ar{i}", "ALL_REDUCE", 1024, deps=prev)]
     b.write(tmp_path / "long", 0)
     return ["--workload", str(tmp_path / "long.0.et"), "--network", str(EXAMPLES / "network" / "Ring_8npus.yml"),
-            "--no-symmetry", "--quiet"]
+            "--no-symmetry", "--no-batching", "--quiet"]
 
 
 def test_wall_time_budget_stops_the_event_loop(tmp_path: Path, capsys) -> None:
@@ -96,6 +96,7 @@ def test_wall_time_budget_stops_a_long_run_on_time(tmp_path: Path, capsys) -> No
     net = tmp_path / "ring256.yml"
     net.write_text("topology: [Ring]\nnpus_count: [256]\nbandwidth: [50]\nlatency: [500]\n")
     t0 = time.perf_counter()
-    assert main(["--workload", spec, "--network", str(net), "--no-symmetry", "--quiet", "--max-wall-seconds", "0.5"]) == 2
+    assert main(["--workload", spec, "--network", str(net), "--no-symmetry", "--no-batching", "--quiet",
+                 "--max-wall-seconds", "0.5"]) == 2
     assert time.perf_counter() - t0 < 2.5
     assert "wall-time budget of 0.5 s exhausted" in capsys.readouterr().err
