@@ -343,7 +343,51 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,
 
 def write_json_atomic(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:
     """Write JSON atomically (temporary file, then rename): an interrupted run never leaves half
-    a report. ``indent=None`` writes one line with json's default separators (``"rank": 0``)."""
+    a report. ``indent=None`` writes one line with json's default separators (``"rank": 0``).
+    With an indent, a long list of records (the collectives: one per rank and collective) is
+    written one record per line, which json's C encoder writes; its indenting encoder is pure
+    Python, and took 0.6 s on the 11 MB report of a 128-rank ResNet-50 layout."""
     with atomic_open(path, "w") as f:
-        json.dump(data, f, indent=indent)
+        dump_json(data, f, indent=indent)
         f.write("\n")
+
+
+def dump_json(data: Any, fp: Any, indent: int | None = None) -> None:
+    """``json.dump`` at the speed of json's C encoder (json.dump itself never uses it)."""
+    fp.write(json.dumps(data) if indent is None else dumps_records_per_line(data, indent))
+
+
+_MIN_ROWS = 256  # a shorter list of records keeps the indented layout
+
+
+def dumps_records_per_line(data: Any, indent: int) -> str:
+    """``json.dumps(data, indent=indent)``, except that each list of at least 256 objects has one
+    object per line. Equal data either way: only the white space differs."""
+    rows: dict[str, list] = {}
+
+    def lift(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: lift(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            if len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
+                token = f"\0records {len(rows)}\0"  # a string no report holds: json writes \u0000
+                rows[json.dumps(token)] = obj
+                return token
+            return [lift(x) for x in obj]
+        return obj
+
+    text = json.dumps(lift(data), indent=indent)
+    if not rows:
+        return text
+    parts = []
+    at = 0
+    for token, records in rows.items():
+        i = text.index(token, at)
+        line = text.rfind("\n", 0, i) + 1
+        lead = text[line:i]
+        pad = lead[:len(lead) - len(lead.lstrip(" "))]
+        inner = ",\n" + pad + " " * indent
+        parts += [text[at:i], "[\n", pad, " " * indent, inner.join(map(json.dumps, records)), "\n", pad, "]"]
+        at = i + len(token)
+    parts.append(text[at:])
+    return "".join(parts)
