@@ -34,6 +34,9 @@ class CollectiveGeneration:
         return topo
 
     def native_impls(self, com_type: ComType) -> tuple[CollectiveImpl, ...]:
+        impls = self._native_impls.get(com_type)
+        if impls is not None:
+            return impls
         impls = self.config.impls_for(com_type.config_name)
         if not impls:
             raise SystemConfigError(
@@ -45,16 +48,19 @@ class CollectiveGeneration:
                 self.config.path, f"key '{com_type.config_name}-implementation'",
                 f"lists {len(impls)} implementations but the network has {len(self.physical_dims)} dimension(s)",
             )
+        self._native_impls[com_type] = impls
         return impls
 
     def collective_impls(self, com_type: ComType, node_id: int) -> tuple[CollectiveImpl, ...]:
         """Priority: per-node custom > *-implementation-custom > native list (CollectiveImplLookup)."""
-        c = self.config.per_node_custom.get(node_id)
-        if c is not None:
-            return (c,)
-        c = self.config.custom_implementations.get(com_type.config_name)
-        if c is not None:
-            return (c,)
+        config = self.config
+        if config.per_node_custom or config.custom_implementations:
+            c = config.per_node_custom.get(node_id)
+            if c is not None:
+                return (c,)
+            c = config.custom_implementations.get(com_type.config_name)
+            if c is not None:
+                return (c,)
         return self.native_impls(com_type)
 
     def generate_collective_for_node(self, com_type: ComType, size: int, involved: list[bool] | None,

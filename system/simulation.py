@@ -18,6 +18,7 @@ from network.config import NetworkConfig
 from network.errors import MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
+from system.heap import fewer_collections
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
 from system.symmetry import is_symmetric
@@ -89,6 +90,7 @@ class SimulationResult:
         return max(self.finish_ns) if self.finish_ns else 0
 
 
+@fewer_collections
 def run_simulation(
     workload: str | os.PathLike,
     network: NetworkConfig | str | os.PathLike,

@@ -67,6 +67,7 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         self._batches: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
         self._collectives_on: dict[int | None, int] = {}  # group id → collectives issued on it
         self._phase_plans: dict[tuple, tuple[tuple, ...]] = {}  # see generate_collective
+        self._native_impls: dict[ComType, tuple] = {}  # the config's list, once checked
         self._exchange = backend.exchange
         self.custom_loader = custom_loader
         self.rendezvous = rendezvous
