@@ -78,15 +78,20 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
     nodes = workload.graph.nodes
     begun = comm_starts or {}
     comp, comm, cpu, wait = [], [], [], []
-    for nid, s, e in workload.records:
+    comp_node, comm_types = pb.COMP_NODE, _COMM_TYPES
+    for rec in workload.records:
+        nid, s, e = rec
         n = nodes[nid]
-        if n.type == pb.COMP_NODE:
+        t = n.type
+        if t == comp_node:
             (cpu if n.is_cpu_op else comp).append((s, e))
-        elif n.type in _COMM_TYPES:
+        elif t in comm_types:
             c = begun.get(nid, s)
             if c > s:
                 wait.append((s, c))
-            comm.append((c, e))
+                comm.append((c, e))
+            else:
+                comm.append((s, e))
     comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
     gpu_u = _union(comp_u + comm_u)
     busy_u = _union(gpu_u + cpu_u)
@@ -151,23 +156,31 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
     the rest, as nccl-tests measures collectives that all ranks enter together."""
     nodes = workload.graph.nodes
     begun = comm_starts or {}
+    rank = workload.rank
+    sizes: dict[tuple, int] = {}  # (pg, involved dims) → group size: a few per rank
     out = []
     for c in workload.collectives:
-        node = nodes[c["node"]]
-        n = collective_group_size(workload, node)
-        duration = c["end"] - c["start"]
-        wait = begun.get(c["node"], c["start"]) - c["start"]
+        nid = c["node"]
+        node = nodes[nid]
+        inv = node.involved_dim
+        key = (node.pg_name, None if inv is None else tuple(inv))
+        n = sizes.get(key)
+        if n is None:
+            n = sizes[key] = collective_group_size(workload, node)
+        start = c["start"]
+        duration = c["end"] - start
+        wait = begun.get(nid, start) - start
         data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration - wait)
         out.append({
-            "rank": workload.rank,
-            "node": c["node"],
+            "rank": rank,
+            "node": nid,
             "name": node.name,
             "type": c["type"],
             "size_bytes": c["size"],
             "algorithm": c.get("algorithm"),
             "group_size": n,
             "pg": c["pg"] or None,
-            "start_cycles": c["start"],
+            "start_cycles": start,
             "end_cycles": c["end"],
             "duration_cycles": duration,
             "wait_cycles": wait,
