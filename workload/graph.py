@@ -15,6 +15,7 @@ from chakra_proto.attrs import int_value
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
 from workload.host_comms import recognise_host_comms
+from workload.shared_nodes import link_shared
 
 NODE_TYPES = {v.number: v.name for v in pb.NodeType.DESCRIPTOR.values}
 COLL_TYPES = {v.number: v.name for v in pb.CollectiveCommType.DESCRIPTOR.values}
@@ -93,16 +94,26 @@ class Graph:
         return any(n.pg_name not in ("", "0") for n in self.nodes.values() if n.pg_name is not None)
 
 
-def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None) -> Graph:
+def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
+               shared: dict[bytes, Node] | None = None) -> Graph:
     """Decode and validate one ET file. ``cache`` maps a node's serialized bytes to its parsed
-    Node across the files of one workload: ranks of one layout repeat most nodes byte for byte."""
+    Node across the files of one workload: ranks of one layout repeat most nodes byte for byte.
+    With ``shared`` (see workload/shared_nodes.py) graphs share the Node objects that they would
+    hold equal, dependencies included."""
     p = Path(path)
     if not p.exists():
         raise WorkloadError(p, "", "workload file not found")
-    metadata, nodes, frames = _parse_nodes(p, {} if cache is None else cache)
+    cache = {} if cache is None else cache
+    metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
-    link_dependencies(p, nodes)
+    linked = None if shared is None else link_shared(p, frames, cache, shared)
+    if linked is not None:
+        nodes = linked
+    else:
+        if shared is not None:  # a file to repair or refuse: its own nodes, linked as always
+            nodes = {cache[f].id: cache[f].clone(i) for i, f in enumerate(frames)}
+        link_dependencies(p, nodes)
     unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
     return Graph(str(p), nodes, metadata, unknown_peers)
@@ -134,7 +145,7 @@ class _RawNodes:
         return pb.Node.FromString(self._frames[self._nodes[nid].index])
 
 
-def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node], list[bytes]]:
+def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple[Any, dict[int, Node], list[bytes]]:
     try:
         metadata, frames, starts = read_et_split(p)
         # decode every new message first: a corrupt file is named before any field rule
@@ -149,9 +160,10 @@ def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node
         t = cache.get(f)
         if t is None:  # the cached template belongs to no graph: what a graph changes stays its own
             t = cache[f] = _parse_node(p, fresh[f], i)
-        n = t.clone(i)
+        n = t.clone(i) if clone else t  # without clone: the templates, for link_shared
         if n.id in nodes:
-            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{nodes[n.id].index} and #{i})")
+            first = next(j for j in range(i) if cache[frames[j]].id == n.id)
+            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{first} and #{i})")
         nodes[n.id] = n
     return metadata, nodes, frames
 

@@ -95,11 +95,12 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     paths = resolve_workload(spec, npus_count)
     cache: dict[Path, Graph] = {}
     nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
+    shared: dict[bytes, Node] = {}  # one linked Node per distinct node in context (shared_nodes.py)
     out = []
     for path in paths:
         g = cache.get(path)
         if g is None:
-            g = cache[path] = _load(path, nodes)
+            g = cache[path] = _load(path, nodes, shared)
         out.append(g)
     for g in cache.values():
         if g.unknown_peers:
@@ -108,9 +109,9 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     return out
 
 
-def _load(path: Path, nodes: dict[bytes, Node]) -> Graph:
+def _load(path: Path, nodes: dict[bytes, Node], shared: dict[bytes, Node]) -> Graph:
     try:
-        return load_graph(path, nodes)
+        return load_graph(path, nodes, shared)
     except WorkloadError:
         kind = describe_file(path) if path.is_file() else None  # only now: success costs no extra read
         if kind is None:
