@@ -1,8 +1,8 @@
 """The system layer of one NPU (ASTRA-sim: Sys).
 
 ``Sys`` turns a collective into chunks (streams), gives each chunk one phase per logical
-dimension (system/generation.py), and keeps the ready list and the per-queue active lists that the scheduler unit
-works on. It owns the NPU's view of time: events it registers are batched per tick exactly as
+dimension (system/generation.py), and keeps the ready list and the per-queue active lists
+that the scheduler unit works on. It owns the NPU's view of time: events it registers are batched per tick exactly as
 ASTRA-sim's ``Sys::try_register_event`` does, because the order of same-tick events decides
 which stream a queue starts first.
 """
