@@ -95,7 +95,7 @@ class Graph:
 
 
 def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
-               shared: dict[bytes, Node] | None = None) -> Graph:
+               shared: dict[bytes, list[Node]] | None = None) -> Graph:
     """Decode and validate one ET file. ``cache`` maps a node's serialized bytes to its parsed
     Node across the files of one workload: ranks of one layout repeat most nodes byte for byte.
     With ``shared`` (see workload/shared_nodes.py) graphs share the Node objects that they would
@@ -107,7 +107,7 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
     metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
-    linked = None if shared is None else link_shared(p, frames, cache, shared)
+    linked = None if shared is None else link_shared(p, frames, list(nodes.values()), shared)
     if linked is not None:
         nodes = linked
     else:

@@ -95,7 +95,7 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     paths = resolve_workload(spec, npus_count)
     cache: dict[Path, Graph] = {}
     nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
-    shared: dict[bytes, Node] = {}  # one linked Node per distinct node in context (shared_nodes.py)
+    shared: dict[bytes, list[Node]] = {}  # linked Nodes per node message (shared_nodes.py)
     out = []
     for path in paths:
         g = cache.get(path)
@@ -109,7 +109,7 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     return out
 
 
-def _load(path: Path, nodes: dict[bytes, Node], shared: dict[bytes, Node]) -> Graph:
+def _load(path: Path, nodes: dict[bytes, Node], shared: dict[bytes, list[Node]]) -> Graph:
     try:
         return load_graph(path, nodes, shared)
     except WorkloadError:

@@ -3,7 +3,7 @@
 In a dp×tp×pp layout each rank's file repeats most node messages of other ranks byte for byte,
 and a repeated message at the same entry, with the same dependencies left after linking and the
 same children, is the same Node in every graph that holds it (a 128-rank ResNet-50 layout:
-131,328 nodes, 13,140 distinct). Sharing it saves the copy and its memory. Nodes are immutable
+131,328 nodes, 13,140 distinct; up to 8 such contexts are kept per message). Sharing it saves the copy and its memory. Nodes are immutable
 once linked, except those that recognising host-side communication may still rewrite (CPU
 operators, sends and receives, workload/host_comms.py): each graph keeps its own of those.
 
@@ -20,48 +20,65 @@ from chakra_proto import et_def_pb2 as pb
 from workload.dependencies import _warn as warn_ignored_ctrl_deps
 
 _OWN_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)  # host_comms may fill in their peers
+_MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts
 
 
-def link_shared(path: Path, frames: list[bytes], templates: dict[bytes, Any],
-                shared: dict[bytes, Any]) -> dict[int, Any] | None:
-    """The file's linked nodes by id, shared through ``shared`` (node bytes → a linked Node);
-    None where the file needs the full linking of workload/dependencies.py."""
-    entries = [templates[f] for f in frames]  # parsed, not yet linked: parents as in the file
+def link_shared(path: Path, frames: list[bytes], entries: list[Any],
+                shared: dict[bytes, list[Any]]) -> dict[int, Any] | None:
+    """The file's linked nodes by id, shared through ``shared`` (node bytes → linked Nodes);
+    None where the file needs the full linking of workload/dependencies.py. ``entries`` are the
+    parsed, not yet linked, nodes of ``frames`` (parents as the file gives them)."""
     ids = {t.id for t in entries}
+    has_all = ids.issuperset
     parents: list[tuple[int, ...]] = []
     children: dict[int, list[int]] = {nid: [] for nid in ids}
     missing: list[tuple[int, int]] = []
+    ascending = True  # every dependency on a lower id (converters write them so): a DAG
     for t in entries:
         nid = t.id
-        kept = []
-        for dep in t.parents:
-            if dep != nid and dep in ids:
-                kept.append(dep)
-            elif dep in t.data_deps:
-                return None  # a data dependency on itself or on no node: an error to name
-            else:
-                missing.append((nid, dep))
-        kept_t = t.parents if len(kept) == len(t.parents) else tuple(kept)
+        kept_t = t.parents
+        if kept_t:
+            if nid in kept_t or not has_all(kept_t):
+                kept = []
+                for dep in t.parents:
+                    if dep != nid and dep in ids:
+                        kept.append(dep)
+                    elif dep in t.data_deps:
+                        return None  # a data dependency on itself or on no node: an error to name
+                    else:
+                        missing.append((nid, dep))
+                kept_t = tuple(kept)
+            if kept_t and max(kept_t) > nid:
+                ascending = False
+            for dep in kept_t:
+                children[dep].append(nid)
         parents.append(kept_t)
-        for dep in kept_t:
-            children[dep].append(nid)
-    if not _is_dag(entries, parents, children):
+    if not ascending and not _is_dag(entries, parents, children):
         return None
     nodes: dict[int, Any] = {}
     for i, t in enumerate(entries):
         f = frames[i]
         kids = children[t.id]
         kids.sort()
-        s = shared.get(f)
-        if s is not None and s.index == i and s.parents == parents[i] and s.children == kids:
-            nodes[t.id] = s
-            continue
+        variants = shared.get(f)
+        if variants is not None:
+            for s in variants:
+                if s.index == i and s.parents == parents[i] and s.children == kids:
+                    break
+            else:
+                s = None
+            if s is not None:
+                nodes[t.id] = s
+                continue
         n = t.clone(i)
         n.parents = parents[i]
         n.children = kids
         n.data_deps = None  # only needed while linking
-        if s is None and n.type not in _OWN_TYPES and not (n.type == pb.COMP_NODE and n.is_cpu_op):
-            shared[f] = n
+        if n.type not in _OWN_TYPES and not (n.type == pb.COMP_NODE and n.is_cpu_op):
+            if variants is None:
+                shared[f] = [n]
+            elif len(variants) < _MAX_VARIANTS:
+                variants.append(n)
         nodes[t.id] = n
     if missing:
         warn_ignored_ctrl_deps(path, missing, [])
