@@ -107,7 +107,7 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
     metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
-    linked = None if shared is None else link_shared(p, frames, list(nodes.values()), shared)
+    linked = None if shared is None else link_shared(p, frames, list(nodes.values()), shared, _may_share)
     if linked is not None:
         nodes = linked
     else:
@@ -117,6 +117,12 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
     unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
     return Graph(str(p), nodes, metadata, unknown_peers)
+
+
+def _may_share(n: Node) -> bool:
+    """Whether graphs may share the node: recognising host-side communication rewrites CPU
+    operators and fills in the peers of sends and receives, per file (host_comms.py)."""
+    return not n.is_cpu_op and n.type not in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 
 
 def _warn_host_launchers(path: Path, nodes: dict[int, Node]) -> None:

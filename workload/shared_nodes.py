@@ -14,20 +14,19 @@ which names the error or warns exactly as before.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from chakra_proto import et_def_pb2 as pb
 from workload.dependencies import _warn as warn_ignored_ctrl_deps
 
-_OWN_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)  # host_comms may fill in their peers
 _MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts
 
 
-def link_shared(path: Path, frames: list[bytes], entries: list[Any],
-                shared: dict[bytes, list[Any]]) -> dict[int, Any] | None:
+def link_shared(path: Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
+                may_share: Callable[[Any], bool]) -> dict[int, Any] | None:
     """The file's linked nodes by id, shared through ``shared`` (node bytes → linked Nodes);
     None where the file needs the full linking of workload/dependencies.py. ``entries`` are the
-    parsed, not yet linked, nodes of ``frames`` (parents as the file gives them)."""
+    parsed, not yet linked, nodes of ``frames`` (parents as the file gives them); ``may_share``
+    says which nodes no later step rewrites."""
     ids = {t.id for t in entries}
     has_all = ids.issuperset
     parents: list[tuple[int, ...]] = []
@@ -74,7 +73,7 @@ def link_shared(path: Path, frames: list[bytes], entries: list[Any],
         n.parents = parents[i]
         n.children = kids
         n.data_deps = None  # only needed while linking
-        if n.type not in _OWN_TYPES and not (n.type == pb.COMP_NODE and n.is_cpu_op):
+        if may_share(n):
             if variants is None:
                 shared[f] = [n]
             elif len(variants) < _MAX_VARIANTS:
