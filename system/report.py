@@ -78,15 +78,20 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
     nodes = workload.graph.nodes
     begun = comm_starts or {}
     comp, comm, cpu, wait = [], [], [], []
-    for nid, s, e in workload.records:
+    comp_node, comm_types = pb.COMP_NODE, _COMM_TYPES
+    for rec in workload.records:
+        nid, s, e = rec
         n = nodes[nid]
-        if n.type == pb.COMP_NODE:
+        t = n.type
+        if t == comp_node:
             (cpu if n.is_cpu_op else comp).append((s, e))
-        elif n.type in _COMM_TYPES:
+        elif t in comm_types:
             c = begun.get(nid, s)
             if c > s:
                 wait.append((s, c))
-            comm.append((c, e))
+                comm.append((c, e))
+            else:
+                comm.append((s, e))
     comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
     gpu_u = _union(comp_u + comm_u)
     busy_u = _union(gpu_u + cpu_u)
@@ -151,23 +156,31 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
     the rest, as nccl-tests measures collectives that all ranks enter together."""
     nodes = workload.graph.nodes
     begun = comm_starts or {}
+    rank = workload.rank
+    sizes: dict[tuple, int] = {}  # (pg, involved dims) → group size: a few per rank
     out = []
     for c in workload.collectives:
-        node = nodes[c["node"]]
-        n = collective_group_size(workload, node)
-        duration = c["end"] - c["start"]
-        wait = begun.get(c["node"], c["start"]) - c["start"]
+        nid = c["node"]
+        node = nodes[nid]
+        inv = node.involved_dim
+        key = (node.pg_name, None if inv is None else tuple(inv))
+        n = sizes.get(key)
+        if n is None:
+            n = sizes[key] = collective_group_size(workload, node)
+        start = c["start"]
+        duration = c["end"] - start
+        wait = begun.get(nid, start) - start
         data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration - wait)
         out.append({
-            "rank": workload.rank,
-            "node": c["node"],
+            "rank": rank,
+            "node": nid,
             "name": node.name,
             "type": c["type"],
             "size_bytes": c["size"],
             "algorithm": c.get("algorithm"),
             "group_size": n,
             "pg": c["pg"] or None,
-            "start_cycles": c["start"],
+            "start_cycles": start,
             "end_cycles": c["end"],
             "duration_cycles": duration,
             "wait_cycles": wait,
@@ -343,7 +356,51 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,
 
 def write_json_atomic(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:
     """Write JSON atomically (temporary file, then rename): an interrupted run never leaves half
-    a report. ``indent=None`` writes one line with json's default separators (``"rank": 0``)."""
+    a report. ``indent=None`` writes one line with json's default separators (``"rank": 0``).
+    With an indent, a long list of records (the collectives: one per rank and collective) is
+    written one record per line, which json's C encoder writes; its indenting encoder is pure
+    Python, and took 0.6 s on the 11 MB report of a 128-rank ResNet-50 layout."""
     with atomic_open(path, "w") as f:
-        json.dump(data, f, indent=indent)
+        dump_json(data, f, indent=indent)
         f.write("\n")
+
+
+def dump_json(data: Any, fp: Any, indent: int | None = None) -> None:
+    """``json.dump`` at the speed of json's C encoder (json.dump itself never uses it). With an
+    indent, each list of at least 256 objects (the collectives: one per rank and collective) has
+    one object per line; only the white space differs from ``json.dump(data, fp, indent=indent)``."""
+    if indent is None:
+        fp.write(json.dumps(data))
+        return
+    rows: dict[str, list] = {}
+
+    def lift(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: lift(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            if len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
+                token = f"\0records {len(rows)}\0"  # a string no report holds: json writes \u0000
+                rows[json.dumps(token)] = obj
+                return token
+            return [lift(x) for x in obj]
+        return obj
+
+    text = json.dumps(lift(data), indent=indent)  # small: the long lists are tokens
+    at = 0
+    dumps = json.dumps
+    for token, records in rows.items():
+        i = text.index(token, at)
+        lead = text[text.rfind("\n", 0, i) + 1:i]
+        pad = lead[:len(lead) - len(lead.lstrip(" "))]
+        fp.write(text[at:i])
+        sep = "[\n" + pad + " " * indent
+        for r in records:  # a line at a time: the whole text would double the peak memory
+            fp.write(sep)
+            fp.write(dumps(r))
+            sep = ",\n" + pad + " " * indent
+        fp.write("\n" + pad + "]")
+        at = i + len(token)
+    fp.write(text[at:])
+
+
+_MIN_ROWS = 256  # a shorter list of records keeps the indented layout

@@ -19,6 +19,7 @@ from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
+from system.heap import fewer_collections
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
 from system.ring_batch import RingBatcher
@@ -90,6 +91,7 @@ class SimulationResult(NamedTuple):  # not a dataclass: importing dataclasses is
         return max(self.finish_ns) if self.finish_ns else 0
 
 
+@fewer_collections
 def run_simulation(
     workload: str | os.PathLike,
     network: NetworkConfig | str | os.PathLike,

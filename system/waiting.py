@@ -22,19 +22,26 @@ from system.sys import COLLECTIVE_TAG_OFFSET, NATIVE_TAG_OFFSET
 _TAG_SPAN = COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET
 
 
-def _issued(workload: Any, node_type: int) -> Iterable[Any]:
-    """The rank's nodes of one type in the order it issued them (``starts`` keeps that order)."""
+_KINDS = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE)
+
+
+def _issued(workload: Any) -> dict[int, list[Any]]:
+    """The rank's send, receive and collective nodes, each in the order it issued them
+    (``starts`` keeps that order); one pass over the rank's nodes."""
     nodes = workload.graph.nodes
+    out: dict[int, list[Any]] = {k: [] for k in _KINDS}
     for nid in workload.starts:
         n = nodes[nid]
-        if n.type == node_type:
-            yield n
+        lst = out.get(n.type)
+        if lst is not None:
+            lst.append(n)
+    return out
 
 
-def _send_issue_times(workloads: Sequence[Any]) -> dict[tuple, list[int]]:
+def _send_issue_times(workloads: Sequence[Any], issued: list[dict[int, list[Any]]]) -> dict[tuple, list[int]]:
     out: dict[tuple, list[int]] = {}
-    for w in workloads:
-        for n in _issued(w, pb.COMM_SEND_NODE):
+    for w, mine in zip(workloads, issued):
+        for n in mine[pb.COMM_SEND_NODE]:
             out.setdefault((w.rank, n.comm_dst, n.comm_tag % _TAG_SPAN, n.comm_size), []).append(w.starts[n.id])
     return out
 
@@ -54,20 +61,27 @@ def _peer_key(workload: Any, node: Any) -> tuple:
     return ("dims", tuple(fixed))
 
 
-def _collective_arrivals(workloads: Sequence[Any]) -> tuple[dict[tuple, int], list[list[tuple[int, tuple]]]]:
+def _collective_arrivals(workloads: Sequence[Any], issued: list[dict[int, list[Any]]]
+                         ) -> tuple[dict[tuple, int], list[list[tuple[int, tuple]]]]:
     """The last member's entry time per collective instance, and per rank its instances."""
     last: dict[tuple, int] = {}
     per_rank: list[list[tuple[int, tuple]]] = []
-    for w in workloads:
+    for w, issued_here in zip(workloads, issued):
         seq: dict[tuple, int] = {}
+        keys: dict[tuple, tuple] = {}  # (pg, involved dims) → peer key: a few per rank
         mine = []
-        for n in _issued(w, pb.COMM_COLL_NODE):
+        starts = w.starts
+        for n in issued_here[pb.COMM_COLL_NODE]:
             if n.comm_type == pb.BROADCAST:  # replayed for its duration: it couples nobody
                 continue
-            key = _peer_key(w, n)
+            inv = n.involved_dim
+            where = (n.pg_name, None if inv is None else tuple(inv))
+            key = keys.get(where)
+            if key is None:
+                key = keys[where] = _peer_key(w, n)
             k = seq[key] = seq.get(key, -1) + 1
             inst = (key, k)
-            t = w.starts[n.id]
+            t = starts[n.id]
             if t > last.get(inst, -1):
                 last[inst] = t
             mine.append((n.id, inst))
@@ -82,17 +96,18 @@ def communication_starts(workloads: Sequence[Any], symmetric: bool = False) -> l
     out: list[dict[int, int]] = [{} for _ in workloads]
     if symmetric or len(workloads) < 2:
         return out
+    issued = [_issued(w) for w in workloads]
     ends = [{nid: e for nid, _, e in w.records} for w in workloads]
-    sends = _send_issue_times(workloads)
+    sends = _send_issue_times(workloads, issued)
     for i, w in enumerate(workloads):
         seen: dict[tuple, int] = {}
-        for n in _issued(w, pb.COMM_RECV_NODE):
+        for n in issued[i][pb.COMM_RECV_NODE]:
             key = (n.comm_src, w.rank, n.comm_tag % _TAG_SPAN, n.comm_size)
             k = seen[key] = seen.get(key, -1) + 1
-            issued = sends.get(key, ())
-            if k < len(issued):
-                _later(out[i], n.id, w.starts[n.id], issued[k], ends[i])
-    last, per_rank = _collective_arrivals(workloads)
+            times = sends.get(key, ())
+            if k < len(times):
+                _later(out[i], n.id, w.starts[n.id], times[k], ends[i])
+    last, per_rank = _collective_arrivals(workloads, issued)
     for i, w in enumerate(workloads):
         for nid, inst in per_rank[i]:
             _later(out[i], nid, w.starts[nid], last[inst], ends[i])

@@ -15,6 +15,7 @@ from chakra_proto.attrs import int_value
 from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
+from workload.shared_nodes import link_shared
 
 NODE_TYPES = NODE_TYPE_NAMES
 COLL_TYPES = COLLECTIVE_NAMES
@@ -94,16 +95,26 @@ class Graph:
         return any(n.pg_name not in ("", "0") for n in self.nodes.values() if n.pg_name is not None)
 
 
-def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None) -> Graph:
+def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
+               shared: dict[bytes, list[Node]] | None = None) -> Graph:
     """Decode and validate one ET file. ``cache`` maps a node's serialized bytes to its parsed
-    Node across the files of one workload: ranks of one layout repeat most nodes byte for byte."""
+    Node across the files of one workload: ranks of one layout repeat most nodes byte for byte.
+    With ``shared`` (see workload/shared_nodes.py) graphs share the Node objects that they would
+    hold equal, dependencies included."""
     p = Path(path)
     if not p.exists():
         raise WorkloadError(p, "", "workload file not found")
-    metadata, nodes, frames = _parse_nodes(p, {} if cache is None else cache)
+    cache = {} if cache is None else cache
+    metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
-    link_dependencies(p, nodes)
+    linked = None if shared is None else link_shared(p, frames, list(nodes.values()), shared, _may_share)
+    if linked is not None:
+        nodes = linked
+    else:
+        if shared is not None:  # a file to repair or refuse: its own nodes, linked as always
+            nodes = {cache[f].id: cache[f].clone(i) for i, f in enumerate(frames)}
+        link_dependencies(p, nodes)
     unknown_peers: list[int] = []
     # host_comms.py only ever changes CPU operators and sends/receives: without any, it need not
     # even be imported (a fifth of the workload layer's code, at start-up)
@@ -113,6 +124,12 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None) 
         unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
     return Graph(str(p), nodes, metadata, unknown_peers)
+
+
+def _may_share(n: Node) -> bool:
+    """Whether graphs may share the node: recognising host-side communication rewrites CPU
+    operators and fills in the peers of sends and receives, per file (host_comms.py)."""
+    return not n.is_cpu_op and n.type not in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 
 
 def _warn_host_launchers(path: Path, nodes: dict[int, Node]) -> None:
@@ -143,7 +160,7 @@ class _RawNodes:
         return et_def_pb2.Node.FromString(self._frames[self._nodes[nid].index])
 
 
-def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node], list[bytes]]:
+def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple[Any, dict[int, Node], list[bytes]]:
     try:
         metadata, frames, starts = read_et_split(p, read_only=True)
         # decode every new message first: a corrupt file is named before any field rule
@@ -158,9 +175,10 @@ def _parse_nodes(p: Path, cache: dict[bytes, Node]) -> tuple[Any, dict[int, Node
         t = cache.get(f)
         if t is None:  # the cached template belongs to no graph: what a graph changes stays its own
             t = cache[f] = _parse_node(p, fresh[f], i)
-        n = t.clone(i)
+        n = t.clone(i) if clone else t  # without clone: the templates, for link_shared
         if n.id in nodes:
-            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{nodes[n.id].index} and #{i})")
+            first = next(j for j in range(i) if cache[frames[j]].id == n.id)
+            raise WorkloadError(p, f"node {n.id}", f"duplicate node id (entries #{first} and #{i})")
         nodes[n.id] = n
     return metadata, nodes, frames
 

@@ -95,11 +95,12 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     paths = resolve_workload(spec, npus_count)
     cache: dict[Path, Graph] = {}
     nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
+    shared: dict[bytes, list[Node]] = {}  # linked Nodes per node message (shared_nodes.py)
     out = []
     for path in paths:
         g = cache.get(path)
         if g is None:
-            g = cache[path] = _load(path, nodes)
+            g = cache[path] = _load(path, nodes, shared)
         out.append(g)
     for g in cache.values():
         if g.unknown_peers:
@@ -110,9 +111,9 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     return out
 
 
-def _load(path: Path, nodes: dict[bytes, Node]) -> Graph:
+def _load(path: Path, nodes: dict[bytes, Node], shared: dict[bytes, list[Node]]) -> Graph:
     try:
-        return load_graph(path, nodes)
+        return load_graph(path, nodes, shared)
     except WorkloadError:
         from workload.input_kind import describe_file  # errors only: not at start-up
 

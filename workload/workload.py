@@ -76,6 +76,8 @@ class Workload:
         for nid in graph.roots:
             self._free_k[kinds[nid]].append(nid)
         self._algorithm_names: dict[tuple, str] = {}
+        self._groups_by_pg: dict[str, CommunicatorGroup] = {}  # pg_name → its checked group
+        self._now = sys.now
         self._freed_in_pass: dict[int, int] = {}
         self._pass_no = 0
         self._ongoing: set[int] = set()
@@ -168,7 +170,7 @@ class Workload:
         self._ongoing.add(nid)
         if kind != _NONE:
             self._in_flight[kind] += 1
-        self.starts[nid] = self.sys.now()
+        self.starts[nid] = self._now()
         cfg = self.sys.config
         t = node.type
         if cfg.replay_only:
@@ -230,6 +232,9 @@ class Workload:
     def _group(self, node: Node) -> CommunicatorGroup | None:
         if node.pg_name in ("", "0"):
             return None
+        g = self._groups_by_pg.get(node.pg_name)
+        if g is not None:
+            return g
         gid = int(node.pg_name)
         g = self.comm_groups.get(gid)
         if g is None:
@@ -239,6 +244,7 @@ class Workload:
             )
         if self.rank not in g.involved_npus:
             raise CommGroupError(self.graph.path, node.describe(), f"rank {self.rank} is not a member of group {gid}")
+        self._groups_by_pg[node.pg_name] = g
         return g
 
     def _issue_coll_comm(self, node: Node) -> None:
@@ -322,7 +328,7 @@ class Workload:
             self._in_flight[kind] -= 1
         self._ongoing.discard(nid)
         self._done_count += 1
-        self.records.append((nid, self.starts[nid], self.sys.now()))
+        self.records.append((nid, self.starts[nid], self._now()))
         waiting = self._waiting
         free_k = self._free_k
         for c in node.children:
@@ -337,9 +343,9 @@ class Workload:
     def _check_finished(self) -> None:
         if self.is_finished:
             return
-        if not any(self._free_k) and not self._ongoing and not any(self._in_flight):
+        if not self._ongoing and not any(self._in_flight) and not any(self._free_k):
             self.is_finished = True
-            self.finish_time = self.sys.now()
+            self.finish_time = self._now()
 
     # -- stuck report ----------------------------------------------------------------------
     def stuck_lines(self, limit: int = 8) -> list[str]:

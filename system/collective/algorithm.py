@@ -18,7 +18,10 @@ class ComType(enum.IntEnum):
 
     @property
     def config_name(self) -> str:
-        return {0: "all-reduce", 2: "all-gather", 6: "all-to-all", 7: "reduce-scatter"}[int(self)]
+        return _CONFIG_NAMES[self]
+
+
+_CONFIG_NAMES = {0: "all-reduce", 2: "all-gather", 6: "all-to-all", 7: "reduce-scatter"}
 
 
 class Algorithm:

@@ -150,3 +150,17 @@ def test_group_size_comes_from_the_communicator_group(tmp_path: Path) -> None:
     for c in colls:
         assert c["group_size"] == 2 and c["pg"] == "1" and c["algorithm"] == "ring"
         assert c["busbw_gb_s"] == c["algbw_gb_s"]  # 2(N-1)/N = 1 for two ranks
+
+
+def test_long_record_lists_are_written_one_record_per_line(tmp_path: Path) -> None:
+    from system.report import write_json_atomic
+
+    records = [{"rank": r, "name": f"ar \"{r}\"\n", "bw": r / 3, "pg": None, "dims": [True, False]} for r in range(300)]
+    data = {"ranks": records[:5], "nested": {"collectives": records, "empty": []}, "nan": float("inf")}
+    out = tmp_path / "r.json"
+    write_json_atomic(out, data)
+    text = out.read_text()
+    assert json.loads(text) == data  # the same data as json.dump writes
+    lines = text.splitlines()
+    assert sum(line.lstrip().startswith('{"rank": ') for line in lines) == 300  # the long list: one per line
+    assert '  "ranks": [' not in text and ' "ranks": [\n  {\n   "rank": 0,' in text  # short lists keep the indent

@@ -79,9 +79,14 @@ def test_shared_parse_equals_separate_parses(tmp_path_factory, data, n_ranks: in
         for nid, n in g.nodes.items():
             a = alone.nodes[nid]
             assert _fields(n) == _fields(a) and n.children == a.children and n.index == a.index
-    # a node parsed once still belongs to one graph: no two graphs share a Node or its children
-    objs = [id(n) for g in shared for n in g.nodes.values()]
-    assert len(objs) == len(set(objs))
+    # graphs share a Node only where each would hold an equal one (checked above against the
+    # separate parses); the ranks whose files are equal share every node
+    first = {}
+    for r, ops in enumerate(ranks):
+        first.setdefault(repr(ops), r)
+    for r, ops in enumerate(ranks):
+        twin = shared[first[repr(ops)]]
+        assert all(shared[r].nodes[nid] is twin.nodes[nid] for nid in twin.nodes)
 
 
 def test_children_stay_per_file(tmp_path: Path) -> None:
@@ -100,3 +105,37 @@ def test_what_one_graph_changes_in_a_node_stays_in_that_graph(tmp_path: Path) ->
     a.nodes[1].parents = ()
     b = load_graph(f"{spec}.1.et", cache)
     assert b.nodes[1].parents == (0,) and b.nodes[0].children == [1]
+
+
+def _node(nid: int, data: list[int] = (), ctrl: list[int] = ()) -> pb.Node:
+    n = pb.Node(id=nid, name=f"n{nid}", type=pb.COMP_NODE, duration_micros=1)
+    n.data_deps.extend(data)
+    n.ctrl_deps.extend(ctrl)
+    return n
+
+
+def test_shared_graphs_repair_and_warn_as_separate_loads(tmp_path: Path) -> None:
+    import warnings
+
+    from chakra_proto import write_et
+
+    meta = pb.GlobalMetadata(version="0.0.4")
+    common = [_node(0), _node(1, ctrl=[3]), _node(2, ctrl=[99, 2]), _node(3, data=[0])]  # 1 waits on a later id
+    write_et(tmp_path / "w.0.et", meta, common + [_node(4, ctrl=[5]), _node(5, data=[0], ctrl=[4])])  # a cycle
+    write_et(tmp_path / "w.1.et", meta, common + [_node(4), _node(5, data=[0], ctrl=[4])])
+    write_et(tmp_path / "w.2.et", meta, common + [_node(4), _node(5, data=[0], ctrl=[4])])
+    with warnings.catch_warnings(record=True) as together:
+        warnings.simplefilter("always")
+        shared = load_workload_graphs(tmp_path / "w", 3)
+    with warnings.catch_warnings(record=True) as alone_w:
+        warnings.simplefilter("always")
+        alone = [load_graph(tmp_path / f"w.{r}.et") for r in range(3)]
+    assert [str(w.message) for w in together] == [str(w.message) for w in alone_w]
+    assert any("that would close a cycle" in str(w.message) for w in together)
+    for g, a in zip(shared, alone):
+        assert list(g.nodes) == list(a.nodes) and g.roots == a.roots
+        for nid, n in g.nodes.items():
+            m = a.nodes[nid]
+            assert (_fields(n), n.children, n.index) == (_fields(m), m.children, m.index)
+    assert shared[1].nodes[1] is shared[2].nodes[1]  # equal in context: one Node
+    assert shared[0].nodes[4] is not shared[1].nodes[4]  # the repaired file keeps its own

@@ -1,0 +1,239 @@
+"""How a collective becomes streams and phases, as a part of Sys (ASTRA-sim: Sys::generate_collective,
+generate_collective_phase, determine_chunk_size, CollectiveImplLookup).
+
+A collective of ``size`` bytes is cut into ``preferred-dataset-splits`` chunks (streams); each
+stream gets one phase per logical dimension it involves, each phase an algorithm on a queue.
+Every stream of a collective has the same phases, so the plan of phases is made once per
+(type, logical topology, implementations, involved dimensions) and reused; the queues and the
+algorithms' state stay each stream's own.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from network.errors import InputError
+from system.collective.algorithm import Algorithm, ComType
+from system.collective.ring import Ring
+from system.comm_group import CommunicatorGroup
+from system.config import CollectiveImpl, CollectiveOptimization, ImplType, SchedulingPolicy
+from system.errors import SystemConfigError
+from system.logical_topology import Direction, LogicalTopology
+from system.stream import CollectiveLabel, CollectivePhase, DataSet, StreamBaseline
+
+
+class CollectiveGeneration:
+    """The collective-generation methods of Sys (system/sys.py), which sets the state they use."""
+
+    def get_logical_topology(self, com_type: ComType) -> LogicalTopology:
+        topo = self._logical_topologies.get(com_type)
+        if topo is None:
+            impls = self.native_impls(com_type)
+            topo = LogicalTopology.general_complex(self.id, self.physical_dims, impls)
+            self._logical_topologies[com_type] = topo
+        return topo
+
+    def native_impls(self, com_type: ComType) -> tuple[CollectiveImpl, ...]:
+        impls = self._native_impls.get(com_type)
+        if impls is not None:
+            return impls
+        impls = self.config.impls_for(com_type.config_name)
+        if not impls:
+            raise SystemConfigError(
+                self.config.path, f"key '{com_type.config_name}-implementation'",
+                f"the workload runs a {com_type.config_name} but no implementation is configured for it",
+            )
+        if len(impls) > len(self.physical_dims):
+            raise SystemConfigError(
+                self.config.path, f"key '{com_type.config_name}-implementation'",
+                f"lists {len(impls)} implementations but the network has {len(self.physical_dims)} dimension(s)",
+            )
+        self._native_impls[com_type] = impls
+        return impls
+
+    def collective_impls(self, com_type: ComType, node_id: int) -> tuple[CollectiveImpl, ...]:
+        """Priority: per-node custom > *-implementation-custom > native list (CollectiveImplLookup)."""
+        config = self.config
+        if config.per_node_custom or config.custom_implementations:
+            c = config.per_node_custom.get(node_id)
+            if c is not None:
+                return (c,)
+            c = config.custom_implementations.get(com_type.config_name)
+            if c is not None:
+                return (c,)
+        return self.native_impls(com_type)
+
+    def generate_collective_for_node(self, com_type: ComType, size: int, involved: list[bool] | None,
+                                     group: CommunicatorGroup | None, explicit_priority: int,
+                                     node_id: int) -> DataSet:
+        impls = self.collective_impls(com_type, node_id)
+        if group is None:
+            if impls[0].type is ImplType.CUSTOM:
+                topo = None
+            else:
+                topo = self.get_logical_topology(com_type)
+            return self.generate_collective(size, topo, impls, involved, com_type, explicit_priority, None)
+        plan = group.get_collective_plan(com_type, impls)
+        return self.generate_collective(size, plan.topology, plan.implementation_per_dimension,
+                                        plan.dimensions_involved, com_type, explicit_priority, group)
+
+    def determine_chunk_size(self, size: int, com_type: ComType) -> tuple[int, int]:
+        """(chunk, size): chunk = size / splits, at least total_nodes bytes except for
+        all-gather, in which case the size grows to splits × chunk (semantics §7.1)."""
+        splits = self.config.preferred_dataset_splits
+        chunk = size // splits
+        if com_type is not ComType.ALL_GATHER and self.total_nodes > chunk:
+            chunk = self.total_nodes
+            size = splits * chunk
+        return chunk, size
+
+    def get_priority(self, explicit_priority: int) -> int:
+        policy = self.config.scheduling_policy
+        if policy is SchedulingPolicy.LIFO:
+            self.priority_counter += 1
+            return self.priority_counter - 1
+        if policy is SchedulingPolicy.FIFO:
+            self.priority_counter -= 1
+            return self.priority_counter + 1
+        return explicit_priority
+
+    def _next_stream_id(self, group: CommunicatorGroup | None) -> int:
+        if group is not None:
+            group.num_streams += 1
+            return group.num_streams - 1
+        self.num_streams += 1
+        return self.num_streams - 1
+
+    def generate_collective(self, size: int, topology: LogicalTopology | None,
+                            impls: tuple[CollectiveImpl, ...], involved: list[bool] | None,
+                            com_type: ComType, explicit_priority: int,
+                            group: CommunicatorGroup | None) -> DataSet:
+        gid = None if group is None else group.id
+        seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
+        label = CollectiveLabel(com_type.config_name, size, gid, seq)
+        chunk, size = self.determine_chunk_size(size, com_type)
+        if chunk == 0 and size > 0:
+            chunk = 1  # ASTRA-sim loops forever here (all-gather smaller than the split count)
+        streams = math.ceil(size / chunk) if chunk else 0
+        dataset = DataSet(self._dataset_ids, streams, self.now(), label)
+        self._dataset_ids += 1
+        pri = self.get_priority(explicit_priority)
+        if impls[0].type is ImplType.CUSTOM:
+            return self._generate_custom(dataset, size, impls[0], com_type, pri, group)
+        if size <= 0:
+            dataset.total_streams = 0
+            return dataset
+        key = (com_type, topology, impls, None if involved is None else tuple(involved))
+        plan = self._phase_plans.get(key)
+        if plan is None:
+            plan = self._phase_plans[key] = self._phase_plan(topology, impls, involved, com_type)
+        if not plan:  # no dimension takes part
+            dataset.active = False
+            return dataset
+        # every stream is a chunk of the same size and so has the same phases; only the queues
+        # (the allocators rotate) and the algorithms' state are its own
+        count = -(-size // chunk)
+        generate_phase = self.generate_collective_phase
+        for _ in range(count):
+            phases: list[CollectivePhase] = []
+            remain = chunk
+            for ctype, basic, next_queue, impl in plan:
+                queue_id, direction = next_queue()
+                ph = generate_phase(ctype, basic, remain, queue_id, direction, impl)
+                phases.append(ph)
+                remain = ph.final_data_size
+            self.insert_into_ready_list(StreamBaseline(self, dataset, self._next_stream_id(group), phases, pri))
+        dataset.total_streams = count
+        return dataset
+
+    def _phase_plan(self, topology: LogicalTopology, impls: tuple[CollectiveImpl, ...],
+                    involved: list[bool] | None, com_type: ComType) -> tuple[tuple, ...]:
+        """The phases of each stream of a collective, in order: (phase type, logical dimension's
+        topology, the queue allocator it takes its queue from, implementation). localBWAware
+        all-reduce is reduce-scatter up the dimensions, all-reduce on the last active one, and
+        all-gather back down (ASTRA-sim: Sys::generate_collective)."""
+        n_dims = topology.get_num_of_dimensions()
+        dim_mapper = list(range(n_dims))
+        if com_type is ComType.ALL_GATHER:
+            dim_mapper.reverse()
+        levels = self.v_levels.levels
+        plan: list[tuple] = []
+
+        def active(d: int) -> bool:
+            return topology.get_num_of_nodes_in_dimension(d) != 1 and \
+                (involved is None or d >= len(involved) or bool(involved[d]))
+
+        def add(ctype: ComType, d: int, next_queue: Callable[[], tuple[int, Direction]]) -> None:
+            plan.append((ctype, topology.get_basic_topology_at_dimension(d), next_queue, impls[d]))
+
+        if com_type is not ComType.ALL_REDUCE or \
+                self.config.collective_optimization is CollectiveOptimization.BASELINE:
+            for dim in range(n_dims):
+                d = dim_mapper[dim]
+                if active(d):
+                    add(com_type, d, levels[d].get_next_queue_id)
+            return tuple(plan)
+        last_active = 0
+        for dim in range(n_dims):
+            if active(dim_mapper[dim]):
+                last_active = dim
+        for dim in range(last_active):
+            d = dim_mapper[dim]
+            if active(d):
+                add(ComType.REDUCE_SCATTER, d, levels[d].get_next_queue_id_first)
+        dim = last_active
+        while dim > 0 and not active(dim_mapper[dim]):
+            dim -= 1
+        if active(dim_mapper[dim]):
+            d = dim_mapper[dim]
+            add(ComType.ALL_REDUCE, d, levels[d].get_next_queue_id_first)
+        dim -= 1
+        while dim >= 0:
+            d = dim_mapper[dim]
+            if active(d):
+                add(ComType.ALL_GATHER, d, levels[d].get_next_queue_id_last)
+            dim -= 1
+        return tuple(plan)
+
+    def _generate_custom(self, dataset: DataSet, size: int, impl: CollectiveImpl, com_type: ComType,
+                         pri: int, group: CommunicatorGroup | None) -> DataSet:
+        from system.collective.custom import CustomAlgorithm, resolve_custom_prefix
+
+        if self.custom_loader is None:
+            raise SystemConfigError(self.config.path, "custom implementation", "custom collectives are not available")
+        pos = group.pos_in_group if group is not None else self.id
+        # ASTRA-sim replays <prefix>.<position in the collective>.et (CustomAlgorithm.cc)
+        prefix = resolve_custom_prefix(impl.filename, self.config.path, pos)
+        algo = CustomAlgorithm(com_type, self.id, size, self.custom_loader(prefix, pos), group)
+        phase = CollectivePhase(0, algo)
+        dataset.total_streams = 1
+        stream = StreamBaseline(self, dataset, self._next_stream_id(group), [phase], pri)
+        algo.position = pos
+        self.insert_into_ready_list(stream)
+        return dataset
+
+    def generate_collective_phase(self, com_type: ComType, topology: Any, data_size: int, queue_id: int,
+                                  direction: Direction, impl: CollectiveImpl) -> CollectivePhase:
+        t = impl.type
+        algo: Algorithm
+        try:
+            if t in (ImplType.RING, ImplType.ONE_RING):
+                algo = Ring(com_type, self.id, topology, data_size, direction)
+            elif t in (ImplType.DIRECT, ImplType.ONE_DIRECT):
+                from system.collective.all_to_all import AllToAll
+                algo = AllToAll(com_type, impl.window, self.id, topology, data_size, direction)
+            elif t in (ImplType.HALVING_DOUBLING, ImplType.ONE_HALVING_DOUBLING):
+                from system.collective.halving_doubling import HalvingDoubling
+                algo = HalvingDoubling(com_type, self.id, topology, data_size)
+            elif t is ImplType.DOUBLE_BINARY_TREE:
+                from system.collective.double_binary_tree import DoubleBinaryTreeAllReduce
+                algo = DoubleBinaryTreeAllReduce(self.id, topology, data_size)
+            else:
+                raise SystemConfigError(self.config.path, "implementation", f"{t.value} cannot run as a phase")
+        except InputError as e:
+            if e.path is not None:
+                raise
+            # an algorithm refuses its shape: the choice came from the system config, so name it
+            raise SystemConfigError(self.config.path, f"key '{com_type.config_name}-implementation' ({t.value})",
+                                    e.problem) from None
+        return CollectivePhase(queue_id, algo)
