@@ -76,7 +76,8 @@ class RingBatcher:
         self._now = backend.now
         self._can_pipe: dict[tuple, bool] = {}  # ring and direction → flows share no link
         self._open: dict[tuple, list[_Group]] = {}
-        self._plans: dict[tuple, tuple[list[int], bool]] = {}  # per-step delays of a phase shape
+        self._plans: dict[tuple, tuple[list[int], bool, int]] = {}  # per-step delays of a phase shape
+        self._shapes: dict[tuple, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
         self.phases = 0  # phases advanced in batch (every rank's)
         self.messages = 0
 
@@ -159,38 +160,47 @@ class RingBatcher:
         first = members[0][1]
         steps = first.stream_count
         size = first.msg_size
-        clockwise = first.direction.value == 0
-        order = [members[i][1] for i in range(n)]
-        ids = [a.id for a in order]
-        pred = [(i - 1) % n if clockwise else (i + 1) % n for i in range(n)]
+        shape = self._shapes.get((g.key[1], first.direction))
+        if shape is None:  # the ring's ranks in ring order, each one's predecessor, the flows
+            ids = [members[i][1].id for i in range(n)]
+            clockwise = first.direction.value == 0
+            pred = [(i - 1) % n if clockwise else (i + 1) % n for i in range(n)]
+            shape = self._shapes[(g.key[1], first.direction)] = (ids, pred, [(ids[pred[i]], ids[i]) for i in range(n)])
+        ids, pred, flows = shape
         sys = first.sys
         endpoint = 10 if first.fast else sys.communication_delay
         reduction = 3 * int(size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
         plan_key = (n, first.com_type, steps, endpoint, reduction)
         plan = self._plans.get(plan_key)
         if plan is None:
-            plan = self._plans[plan_key] = (
-                [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)],
-                _processes(first, steps + 1))
-        extra, processed = plan
+            extra = [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)]
+            plan = self._plans[plan_key] = (extra, _processes(first, steps + 1), sum(extra[2:steps + 1]))
+        extra, processed, between = plan
+        order = [members[i][1] for i in range(n)]
         starts = [members[i][0] for i in range(n)]
         if self._delay is None:
-            pipes = self._pipes([(ids[pred[i]], ids[i]) for i in range(n)], size)
+            pipes = self._pipes(flows, size)
             last = _recurrence_pipes(starts, pred, pipes, endpoint, extra, steps)
             pipes.close(steps)
         else:
-            delays = [self._delay(ids[pred[i]], ids[i], size) for i in range(n)]
-            if n * steps < _NUMPY_MIN_WORK:
+            delays = [self._delay(a, b, size) for a, b in flows]
+            s0, d0 = starts[0], delays[0]
+            if starts.count(s0) == n and delays.count(d0) == n:
+                # lock-step: every receive waits exactly one delay, on every rank alike
+                last = [s0 + endpoint + steps * d0 + between] * n
+            elif n * steps < _NUMPY_MIN_WORK:
                 last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
             else:
                 last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
-        for i in range(n):
-            self._account(ids[pred[i]], ids[i], size, steps)
+        account = self._account
+        for a, b in flows:
+            account(a, b, size, steps)
         self.phases += n
         self.messages += n * steps
         now = self._now()
+        schedule = self._schedule
         for algo, t in zip(order, last):
-            self._schedule(int(t) - now, algo.finish_batched, steps, processed)
+            schedule(int(t) - now, algo.finish_batched, steps, processed)
 
 
 def _exited(algo: Any) -> bool:
@@ -212,25 +222,44 @@ def _processes(algo: "Ring", packet: int) -> bool:
 def _recurrence_py(starts: list[int], pred: list[int], delays: list[int], endpoint: int,
                    extra: list[int], steps: int) -> list[int]:
     t = [s + endpoint for s in starts]
+    uniform = delays.count(delays[0]) == len(delays)
     for k in range(1, steps + 1):
-        t = [max(t[p] + d, x) for p, d, x in zip(pred, delays, t)]
+        a = [t[p] + d for p, d in zip(pred, delays)]
+        if uniform and all(x >= y for x, y in zip(a, t)):
+            return _rotate(t, pred, delays[0], extra, k, steps)
+        t = [x if x >= y else y for x, y in zip(a, t)]
         if k < steps:
             e = extra[k + 1]
             t = [x + e for x in t]
     return t
 
 
+def _rotate(t: Any, pred: list[int], delay: int, extra: list[int], k: int, steps: int) -> list[int]:
+    """The rest of the phase once every receive of step k waits for its message (uniform delay):
+    from then on each step hands every rank its predecessor's time plus one delay, so rank i's
+    last receive is its (steps − k + 1)-th predecessor's send k plus that many delays and the
+    steps' endpoint and reduction times (which keeps every receive waiting, step after step)."""
+    n = len(pred)
+    hops = steps - k + 1
+    shift = (pred[0] - 0) % n  # pred(i) = i + shift: ±1 around the ring
+    add = hops * delay + sum(extra[k + 1:steps + 1])
+    return [int(t[(i + shift * hops) % n]) + add for i in range(n)]
+
+
 def _recurrence_np(starts: list[int], pred: list[int], delays: list[int], endpoint: int,
-                   extra: list[int], steps: int) -> "np.ndarray":
+                   extra: list[int], steps: int) -> Any:
     import numpy as np  # here, not at the top: a small run must not pay numpy's import
 
     t = np.asarray(starts, dtype=np.int64) + endpoint
     p = np.asarray(pred, dtype=np.intp)
     d = np.asarray(delays, dtype=np.int64)
+    uniform = delays.count(delays[0]) == len(delays)
     a = np.empty_like(t)
     for k in range(1, steps + 1):
         np.take(t, p, out=a)
         a += d
+        if uniform and (a >= t).all():
+            return _rotate(t, pred, delays[0], extra, k, steps)
         np.maximum(a, t, out=t)
         if k < steps:
             t += extra[k + 1]

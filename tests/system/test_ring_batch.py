@@ -154,3 +154,25 @@ def test_other_traffic_on_a_claimed_link_reruns_on_the_event_path(tmp_path: Path
     assert fast.inputs["batched_ring_messages"] == 0  # the run that answered is the event path's
     unaware = run_simulation(spec, net, cfg, symmetry=False)  # no links to share: batched
     assert unaware.inputs["batched_ring_messages"] == 2 * 4 * 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(2, 9), steps=st.integers(1, 20), data=st.data(), clockwise=st.booleans())
+def test_recurrence_shortcuts_equal_the_step_by_step_recurrence(n, steps, data, clockwise) -> None:
+    """The rotation shortcut (system/ring_batch._rotate) and the numpy form give the plain
+    max-plus recurrence's last receives, uniform delays or not."""
+    from system.ring_batch import _recurrence_np, _recurrence_py
+
+    starts = data.draw(st.lists(st.integers(0, 5_000), min_size=n, max_size=n))
+    d = data.draw(st.integers(0, 700))
+    delays = data.draw(st.one_of(st.just([d] * n), st.lists(st.integers(0, 700), min_size=n, max_size=n)))
+    extra = data.draw(st.lists(st.integers(0, 900), min_size=steps + 2, max_size=steps + 2))
+    endpoint = extra[0]
+    pred = [(i - 1) % n if clockwise else (i + 1) % n for i in range(n)]
+    t = [s + endpoint for s in starts]
+    for k in range(1, steps + 1):
+        t = [max(t[p] + dd, x) for p, dd, x in zip(pred, delays, t)]
+        if k < steps:
+            t = [x + extra[k + 1] for x in t]
+    assert _recurrence_py(starts, pred, delays, endpoint, extra, steps) == t
+    assert [int(x) for x in _recurrence_np(starts, pred, delays, endpoint, extra, steps)] == t
