@@ -23,6 +23,7 @@ disagree on a phase), it raises ``BatchAbandoned`` and the run is redone without
 """
 from __future__ import annotations
 
+from operator import add
 from typing import TYPE_CHECKING, Any
 
 from network.errors import FastPathConflict
@@ -58,7 +59,7 @@ class RingBatcher:
     The network says how: ``fixed_delay_ns(src, dst, size)`` where a message's delay depends on
     nothing else (congestion-unaware), or ``pipes_possible(pairs)`` / ``pipes(pairs, size)``
     where flows that share no link can be advanced together (congestion-aware,
-    network/analytical/link_pipes.py). ``account_messages`` books the messages' traffic.
+    network/analytical/link_pipes.py). ``account_flows`` books the messages' traffic.
     """
 
     @classmethod
@@ -71,12 +72,13 @@ class RingBatcher:
         self._delay = getattr(backend, "fixed_delay_ns", None)
         self._pipes_possible = getattr(backend, "pipes_possible", None)
         self._pipes = getattr(backend, "pipes", None)
-        self._account = backend.account_messages
+        self._account = backend.account_flows
         self._schedule = backend.schedule
         self._now = backend.now
         self._can_pipe: dict[tuple, bool] = {}  # ring and direction → flows share no link
         self._open: dict[tuple, list[_Group]] = {}
         self._plans: dict[tuple, tuple[list[int], bool, int]] = {}  # per-step delays of a phase shape
+        self._delays: dict[tuple, list[int]] = {}  # per ring, direction and size
         self._shapes: dict[tuple, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
         self.phases = 0  # phases advanced in batch (every rank's)
         self.messages = 0
@@ -183,7 +185,10 @@ class RingBatcher:
             last = _recurrence_pipes(starts, pred, pipes, endpoint, extra, steps)
             pipes.close(steps)
         else:
-            delays = [self._delay(a, b, size) for a, b in flows]
+            dk = (g.key[1], first.direction, size)
+            delays = self._delays.get(dk)
+            if delays is None:
+                delays = self._delays[dk] = [self._delay(a, b, size) for a, b in flows]
             s0, d0 = starts[0], delays[0]
             if starts.count(s0) == n and delays.count(d0) == n:
                 # lock-step: every receive waits exactly one delay, on every rank alike
@@ -192,9 +197,7 @@ class RingBatcher:
                 last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
             else:
                 last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
-        account = self._account
-        for a, b in flows:
-            account(a, b, size, steps)
+        self._account(flows, size, steps)
         self.phases += n
         self.messages += n * steps
         now = self._now()
@@ -221,16 +224,22 @@ def _processes(algo: "Ring", packet: int) -> bool:
 
 def _recurrence_py(starts: list[int], pred: list[int], delays: list[int], endpoint: int,
                    extra: list[int], steps: int) -> list[int]:
+    n = len(starts)
     t = [s + endpoint for s in starts]
-    uniform = delays.count(delays[0]) == len(delays)
+    shift = pred[0] % n  # pred(i) = i + shift (mod n): the ring is a rotation
+    d = delays[0]
+    uniform = delays.count(d) == n
     for k in range(1, steps + 1):
-        a = [t[p] + d for p, d in zip(pred, delays)]
-        if uniform and all(x >= y for x, y in zip(a, t)):
-            return _rotate(t, pred, delays[0], extra, k, steps)
-        t = [x if x >= y else y for x, y in zip(a, t)]
+        tp = t[shift:] + t[:shift]  # each rank's predecessor's send k
+        a = [x + d for x in tp] if uniform else list(map(add, tp, delays))
+        r = list(map(max, a, t))
+        if uniform and r == a:
+            return _rotate(t, pred, d, extra, k, steps)
         if k < steps:
             e = extra[k + 1]
-            t = [x + e for x in t]
+            t = [x + e for x in r]
+        else:
+            t = r
     return t
 
 

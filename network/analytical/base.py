@@ -186,18 +186,20 @@ class AnalyticalBackend:
         msg[RECV_CB] = callback
         msg[RECV_ARGS] = args
 
-    def account_messages(self, src: int, dst: int, size_bytes: int, count: int) -> None:
-        """Book ``count`` messages src → dst that a caller advanced without events (they paired
-        and arrived; see fixed_delay_ns)."""
-        self.messages += count
+    def account_flows(self, flows: list[tuple[int, int]], size_bytes: int, count: int) -> None:
+        """Book ``count`` messages on each (src, dst) of ``flows`` that a caller advanced without
+        events (they paired and arrived; see the unaware backend's fixed_delay_ns)."""
         total = size_bytes * count
-        self.bytes_sent += total
-        self.bytes_received += total
-        pair = (src, dst)
-        dim = self._dim_cache.get(pair)
-        if dim is None:
-            dim = self._dim_cache[pair] = self.topology.dim_to_transfer(src, dst)
-        self.bytes_per_dim[dim] += total
+        n = len(flows)
+        self.messages += count * n
+        self.bytes_sent += total * n
+        self.bytes_received += total * n
+        cache, per_dim = self._dim_cache, self.bytes_per_dim
+        for pair in flows:
+            dim = cache.get(pair)
+            if dim is None:
+                dim = cache[pair] = self.topology.dim_to_transfer(*pair)
+            per_dim[dim] += total
 
     def _on_arrival(self, msg: Message) -> None:
         recv_cb = msg[RECV_CB]
