@@ -28,7 +28,7 @@ class RingTopology:
     delay instead of endpoint-delay (MemBus::Transmition::Fast).
     """
 
-    __slots__ = ("id", "index_in_ring", "nodes_in_ring", "local", "_list", "_base", "_offset", "batch_key")
+    __slots__ = ("id", "index_in_ring", "nodes_in_ring", "local", "_list", "_base", "_offset", "_identity")
 
     def __init__(self, npu_id: int, members: list[int], local: bool = False) -> None:
         self.id = npu_id
@@ -37,7 +37,7 @@ class RingTopology:
         self.nodes_in_ring = len(members)
         self.index_in_ring = members.index(npu_id)
         self.local = local
-        self.batch_key = None  # the ring's identity for system/ring_batch.py, made on first use
+        self._identity: tuple | None = None
 
     @classmethod
     def homogeneous(cls, npu_id: int, size: int, offset: int) -> "RingTopology":
@@ -49,7 +49,7 @@ class RingTopology:
         ring._list = None
         ring._base = npu_id - ring.index_in_ring * offset
         ring._offset = offset
-        ring.batch_key = None
+        ring._identity = None
         return ring
 
     @property
@@ -57,6 +57,15 @@ class RingTopology:
         if self._list is not None:
             return list(self._list)
         return [self._base + i * self._offset for i in range(self.nodes_in_ring)]
+
+    @property
+    def identity(self) -> tuple:
+        """Equal on every member's copy of one ring, different for another ring (made once)."""
+        key = self._identity
+        if key is None:
+            key = self._identity = (self.nodes_in_ring, self._base, self._offset) if self._list is None \
+                else tuple(self._list)
+        return key
 
     def member_at(self, index: int) -> int:
         i = index % self.nodes_in_ring

@@ -80,7 +80,6 @@ class RingBatcher:
         self._plans: dict[tuple, tuple[list[int], bool, int]] = {}  # per-step delays of a phase shape
         self._delays: dict[tuple, list[int]] = {}  # per ring, direction and size
         self._shapes: dict[tuple, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
-        self.phases = 0  # phases advanced in batch (every rank's)
         self.messages = 0
 
     # -- joining ----------------------------------------------------------------------
@@ -94,10 +93,8 @@ class RingBatcher:
         n = algo.nodes_in_ring
         stream = algo.stream
         tag = stream.stream_id
-        ring_id = topo.batch_key
-        if ring_id is None:
-            ring_id = topo.batch_key = (n, topo._base, topo._offset) if topo._list is None else tuple(topo._list)
-        if self._delay is None and not self._pipes_ok(ring_id, algo):
+        ring_id = topo.identity
+        if self._delay is None and not self._pipes_ok(algo):
             return False
         key = (tag, ring_id, algo.direction, algo.msg_size, algo.com_type, steps, algo.fast)
         groups = self._open.get(key)
@@ -109,7 +106,7 @@ class RingBatcher:
             member = g.members.get(index)
             if member is None:
                 break
-            if not _exited(member[1]):
+            if member[1]._batch_group is not None:
                 # this rank still runs a phase of the same pairing key: its messages would mix
                 raise BatchAbandoned(f"rank {algo.id}: two open ring phases share tag {tag}")
         else:
@@ -125,16 +122,24 @@ class RingBatcher:
             self._advance(g)
         return True
 
-    def _pipes_ok(self, ring_id: tuple, algo: "Ring") -> bool:
-        k = (ring_id, algo.direction)
+    def _pipes_ok(self, algo: "Ring") -> bool:
+        k = (algo.topology.identity, algo.direction)
         ok = self._can_pipe.get(k)
         if ok is None:
-            members = algo.topology.members
-            n = len(members)
-            step = -1 if algo.direction.value == 0 else 1
-            pairs = [(members[(i + step) % n], members[i]) for i in range(n)]
-            ok = self._can_pipe[k] = self._pipes_possible(pairs)
+            ok = self._can_pipe[k] = self._pipes_possible(self._shape(algo)[2])
         return ok
+
+    def _shape(self, algo: "Ring") -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        """The ring's ranks in ring order, each one's predecessor index, the flows pred → rank."""
+        k = (algo.topology.identity, algo.direction)
+        shape = self._shapes.get(k)
+        if shape is None:
+            ids = algo.topology.members
+            n = len(ids)
+            step = -1 if algo.direction.value == 0 else 1  # clockwise: receive from index − 1
+            pred = [(i + step) % n for i in range(n)]
+            shape = self._shapes[k] = (ids, pred, [(ids[pred[i]], ids[i]) for i in range(n)])
+        return shape
 
     def exited(self, algo: "Ring") -> None:
         g = algo._batch_group
@@ -162,13 +167,7 @@ class RingBatcher:
         first = members[0][1]
         steps = first.stream_count
         size = first.msg_size
-        shape = self._shapes.get((g.key[1], first.direction))
-        if shape is None:  # the ring's ranks in ring order, each one's predecessor, the flows
-            ids = [members[i][1].id for i in range(n)]
-            clockwise = first.direction.value == 0
-            pred = [(i - 1) % n if clockwise else (i + 1) % n for i in range(n)]
-            shape = self._shapes[(g.key[1], first.direction)] = (ids, pred, [(ids[pred[i]], ids[i]) for i in range(n)])
-        ids, pred, flows = shape
+        _, pred, flows = self._shape(first)
         sys = first.sys
         endpoint = 10 if first.fast else sys.communication_delay
         reduction = 3 * int(size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
@@ -198,16 +197,11 @@ class RingBatcher:
             else:
                 last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
         self._account(flows, size, steps)
-        self.phases += n
         self.messages += n * steps
         now = self._now()
         schedule = self._schedule
         for algo, t in zip(order, last):
             schedule(int(t) - now, algo.finish_batched, steps, processed)
-
-
-def _exited(algo: Any) -> bool:
-    return getattr(algo, "_batch_group", None) is None
 
 
 def _processes(algo: "Ring", packet: int) -> bool:

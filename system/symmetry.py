@@ -52,11 +52,6 @@ def _canonical(graph: Any) -> tuple | None:
     return tuple(out)
 
 
-def is_symmetric(graphs: Sequence[Any], config: SystemConfig, dim_sizes: Sequence[int], backend_name: str,
-                 dim_kinds: Sequence[str] | None = None) -> bool:
-    return symmetry_group(graphs, config, dim_sizes, backend_name, dim_kinds) is not None
-
-
 def symmetry_group(graphs: Sequence[Any], config: SystemConfig, dim_sizes: Sequence[int], backend_name: str,
                    dim_kinds: Sequence[str] | None = None) -> tuple[bool, ...] | None:
     """None when the run is not symmetric; else per dimension whether rank x maps rank 0's
