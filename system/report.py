@@ -229,10 +229,30 @@ def network_dimensions(result: Any) -> list[dict[str, Any]]:
     return out
 
 
-def build_report(result: Any) -> dict[str, Any]:
+def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every rank's breakdown and collectives. A view of a representative's workload
+    (simulation.RankView) that waited as it did has its figures, under its own rank and groups."""
     begun = _communication_starts(result)
-    ranks = [rank_breakdown(w, b) for w, b in zip(result.workloads, begun)]
-    colls = [c for w, b in zip(result.workloads, begun) for c in collective_records(w, b)]
+    ranks, colls = [], []
+    done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]]]] = {}
+    for w, b in zip(result.workloads, begun):
+        viewed = getattr(w, "viewed", w)
+        seen = done.get(id(viewed))
+        if seen is not None and seen[0] == b:
+            rank = w.rank
+            ranks.append(dict(seen[1], rank=rank))
+            colls.extend(dict(c, rank=rank, pg=v["pg"] or None) for c, v in zip(seen[2], w.collectives))
+            continue
+        r, c = rank_breakdown(w, b), collective_records(w, b)
+        if viewed is w:
+            done[id(w)] = (b, r, c)
+        ranks.append(r)
+        colls.extend(c)
+    return ranks, colls
+
+
+def build_report(result: Any) -> dict[str, Any]:
+    ranks, colls = _per_rank(result)
     fin = [r["finish_cycles"] for r in ranks]
     return {
         "inputs": result.inputs,

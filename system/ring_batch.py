@@ -43,12 +43,13 @@ class BatchAbandoned(FastPathConflict):
 
 
 class _Group:
-    __slots__ = ("key", "label", "n", "members", "exited")
+    __slots__ = ("key", "label", "n", "need", "members", "exited")
 
-    def __init__(self, key: tuple, label: object, n: int) -> None:
+    def __init__(self, key: tuple, label: object, n: int, need: int) -> None:
         self.key = key
         self.label = label
         self.n = n
+        self.need = need  # the ranks that join it: n, or 1 for one orbit (RingBatcher._need)
         self.members: dict[int, tuple[int, "Ring"]] = {}  # index in ring → (start ns, algorithm)
         self.exited = 0
 
@@ -80,6 +81,9 @@ class RingBatcher:
         self._plans: dict[tuple, tuple[list[int], bool, int]] = {}  # per-step delays of a phase shape
         self._delays: dict[tuple, list[int]] = {}  # per ring, direction and size
         self._shapes: dict[tuple, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
+        #: an orbit run (system/orbit_network.py) simulates rank x only where rep_of[x] == x
+        self._rep_of: list[int] | None = getattr(backend, "rep_of", None)
+        self._needed: dict[tuple, int] = {}  # ring → how many of its ranks join a phase
         self.messages = 0
 
     # -- joining ----------------------------------------------------------------------
@@ -96,6 +100,9 @@ class RingBatcher:
         ring_id = topo.identity
         if self._delay is None and not self._pipes_ok(algo):
             return False
+        need = n if self._rep_of is None else self._need(algo, ring_id, n)
+        if not need:
+            return False
         key = (tag, ring_id, algo.direction, algo.msg_size, algo.com_type, steps, algo.fast)
         groups = self._open.get(key)
         if groups is None:
@@ -110,7 +117,7 @@ class RingBatcher:
                 # this rank still runs a phase of the same pairing key: its messages would mix
                 raise BatchAbandoned(f"rank {algo.id}: two open ring phases share tag {tag}")
         else:
-            g = _Group(key, label, n)
+            g = _Group(key, label, n, need)
             groups.append(g)
         if label != g.label:
             raise BatchAbandoned(f"rank {algo.id}: ring phase of {label} meets one of {g.label}")
@@ -118,9 +125,28 @@ class RingBatcher:
             raise BatchAbandoned("a reduction with local-mem-bw <= 0: the event path reports it")
         g.members[index] = (self._now(), algo)
         algo._batch_group = g
-        if len(g.members) == n:
+        if len(g.members) == need:
             self._advance(g)
         return True
+
+    def _need(self, algo: "Ring", ring_id: tuple, n: int) -> int:
+        """In an orbit run: n where every rank of the ring is simulated; 1 where the ring is one
+        orbit, whose ranks all do what its simulated one does, at the same time, with one delay
+        on every hop (σ maps hop onto hop); else 0, the event path."""
+        need = self._needed.get(ring_id)
+        if need is None:
+            rep_of = self._rep_of
+            members = algo.topology.members
+            reps = {rep_of[m] for m in members}
+            if all(rep_of[m] == m for m in members):
+                need = n
+            elif len(reps) == 1:
+                size = algo.msg_size
+                need = 1 if len({self._delay(a, b, size) for a, b in self._shape(algo)[2]}) == 1 else 0
+            else:
+                need = 0
+            self._needed[ring_id] = need
+        return need
 
     def _pipes_ok(self, algo: "Ring") -> bool:
         k = (algo.topology.identity, algo.direction)
@@ -145,7 +171,7 @@ class RingBatcher:
         g = algo._batch_group
         algo._batch_group = None
         g.exited += 1
-        if g.exited == g.n:
+        if g.exited == g.need:
             groups = self._open[g.key]
             groups.remove(g)
             if not groups:
@@ -156,8 +182,8 @@ class RingBatcher:
         out = []
         for groups in self._open.values():
             for g in groups:
-                if len(g.members) < g.n:
-                    out.append(f"ring phase of {g.label}: {len(g.members)} of {g.n} ranks started")
+                if len(g.members) < g.need:
+                    out.append(f"ring phase of {g.label}: {len(g.members)} of {g.need} ranks started")
         return out
 
     # -- the recurrence -----------------------------------------------------------------
@@ -177,6 +203,14 @@ class RingBatcher:
             extra = [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)]
             plan = self._plans[plan_key] = (extra, _processes(first, steps + 1), sum(extra[2:steps + 1]))
         extra, processed, between = plan
+        if len(members) < n:  # one orbit (_need): every rank starts with the simulated one
+            (index, (start, algo)), = members.items()
+            delay = self._delay(*flows[index], size)
+            self._account([flows[index]], size, steps)
+            self.messages += steps
+            self._schedule(start + endpoint + steps * delay + between - self._now(),
+                           algo.finish_batched, steps, processed)
+            return
         order = [members[i][1] for i in range(n)]
         starts = [members[i][0] for i in range(n)]
         if self._delay is None:

@@ -20,6 +20,8 @@ from network.errors import FastPathConflict, MessageMismatchError, SimulationLim
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.heap import fewer_collections
+from system.orbit_network import OrbitNetwork
+from system.orbits import Orbits, find_orbits
 from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
 from system.ring_batch import RingBatcher
@@ -152,6 +154,9 @@ def run_simulation(
              and not net.extra.get("congestion_aware")  # settings: the general backend judges them
              and symmetry_group(graphs, sys_cfg, net.topology.npus_count_per_dim, name,
                                 [d.kind.value for d in net.topology.dims])) or None
+    orbits = None
+    if group is None and symmetry and not rendezvous and groups_spec and not net.extra.get("congestion_aware"):
+        orbits = find_orbits(graphs, groups_spec, sys_cfg, net.topology, name)
     run = _RankRun(net, sys_cfg, name, graphs, groups_spec, remote_memory, num_queues_per_dim,
                    max_events, max_wall_s, progress, rendezvous, t0)
     # the shortcuts first, each falling back to the next when it cannot prove its answer; the
@@ -159,6 +164,8 @@ def run_simulation(
     attempts: list[tuple[Any, bool]] = []
     if group is not None:
         attempts.append((group, False))  # one representative rank (system/symmetry.py)
+    if orbits is not None:
+        attempts.append((orbits, batching))  # one rank per orbit (system/orbits.py)
     if batching and not rendezvous:
         attempts.append((None, True))  # every rank, ring phases batched (system/ring_batch.py)
     attempts.append((None, False))
@@ -170,10 +177,13 @@ def run_simulation(
             if i == len(attempts) - 1:
                 raise
             _check_wall(t0, max_wall_s, "trying a shortcut")
-    representative = sym is not None
+    representative = sym is not None and not isinstance(sym, Orbits)
     stats = net_backend.stats()
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
+    elif sym is not None:
+        own = {w.rank: w for w in workloads}
+        workloads = [own[x] if x in own else RankView(own[sym.rep_of[x]], x, sym) for x in range(npus)]
     return SimulationResult(
         backend=name,
         npus_count=npus,
@@ -191,6 +201,7 @@ def run_simulation(
             "topology": net.topology.describe(),
             "comm_groups": None if comm_groups is None else str(comm_groups),
             "symmetric_fast_path": representative,
+            "simulated_ranks": 1 if representative else len(sym.reps) if sym is not None else npus,
             "batched_ring_messages": run.batched_messages,
         },
     )
@@ -209,7 +220,8 @@ class _RankRun:
         self.batched_messages = 0  # messages the last attempt advanced in batched ring phases
 
     def simulate(self, group: Any, batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
-        """One attempt: with ``group`` (system/symmetry.py) one representative rank stands for all."""
+        """One attempt: with ``group`` (system/symmetry.py) one representative rank stands for all;
+        with ``Orbits`` (system/orbits.py) one rank per orbit."""
         net, sys_cfg, graphs, t0, max_wall_s = self.net, self.sys_cfg, self.graphs, self.t0, self.max_wall_s
         npus = net.topology.npus_count
         remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
@@ -217,6 +229,10 @@ class _RankRun:
         if group is None:
             net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
             ranks = list(range(npus))
+        elif isinstance(group, Orbits):
+            inner = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
+            net_backend = OrbitNetwork(inner, group)
+            ranks = group.reps
         elif self.name == "congestion-aware":
             net_backend = SymmetricAwareBackend(net, group, max_events=self.max_events, wall_limit_s=budget)
             ranks = [0]
@@ -275,16 +291,47 @@ def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:
 
 
 class RankView:
-    """Another rank's view of the representative rank's workload in a symmetric run."""
+    """Another rank's view of its representative's workload: in a symmetric run, or with
+    ``orbits`` (system/orbits.py) through the symmetry that maps the representative onto it."""
 
-    __slots__ = ("_w", "rank")
+    __slots__ = ("_w", "rank", "_perm", "_groups")
 
-    def __init__(self, workload: Any, rank: int) -> None:
+    def __init__(self, workload: Any, rank: int, orbits: Orbits | None = None) -> None:
         self._w = workload
         self.rank = rank
+        self._perm = self._groups = None
+        if orbits is not None:
+            j = orbits.power[rank]
+            self._perm, self._groups = orbits.perms[j], orbits.group_perms[j]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._w, name)
+
+    @property
+    def viewed(self) -> Any:
+        """The representative's workload."""
+        return self._w
+
+    def peer(self, rank: int) -> int:
+        """The rank that plays, for this one, the part ``rank`` plays for the representative."""
+        return rank if self._perm is None else self._perm[rank]
+
+    def group(self, gid: int) -> int:
+        """The communicator group that plays, for this rank, the part ``gid`` plays for the representative."""
+        return gid if self._groups is None else self._groups.get(gid, gid)
+
+    @property
+    def collectives(self) -> list[dict[str, Any]]:
+        own = self._w.collectives
+        if self._groups is None:
+            return own
+        out = []
+        for c in own:
+            pg = c.get("pg")
+            if pg not in (None, "", "0"):
+                c = dict(c, pg=str(self.group(int(pg))))
+            out.append(c)
+        return out
 
 
 def _custom_loader_factory():

@@ -38,18 +38,28 @@ def _issued(workload: Any) -> dict[int, list[Any]]:
     return out
 
 
+def _same(x: Any) -> Any:
+    return x
+
+
+def _peer(workload: Any) -> Any:
+    """Rank relabelling for a view of another rank's workload (simulation.RankView in an orbit run)."""
+    return getattr(workload, "peer", _same)
+
+
 def _send_issue_times(workloads: Sequence[Any], issued: list[dict[int, list[Any]]]) -> dict[tuple, list[int]]:
     out: dict[tuple, list[int]] = {}
     for w, mine in zip(workloads, issued):
+        peer = _peer(w)
         for n in mine[pb.COMM_SEND_NODE]:
-            out.setdefault((w.rank, n.comm_dst, n.comm_tag % _TAG_SPAN, n.comm_size), []).append(w.starts[n.id])
+            out.setdefault((w.rank, peer(n.comm_dst), n.comm_tag % _TAG_SPAN, n.comm_size), []).append(w.starts[n.id])
     return out
 
 
 def _peer_key(workload: Any, node: Any) -> tuple:
     """What names the set of ranks a collective runs among, the same on every member."""
     if node.pg_name not in (None, "", "0"):
-        return ("pg", int(node.pg_name))
+        return ("pg", getattr(workload, "group", _same)(int(node.pg_name)))
     dims = workload.sys.physical_dims
     inv = node.involved_dim
     fixed = []
@@ -101,8 +111,9 @@ def communication_starts(workloads: Sequence[Any], symmetric: bool = False) -> l
     sends = _send_issue_times(workloads, issued)
     for i, w in enumerate(workloads):
         seen: dict[tuple, int] = {}
+        peer = _peer(w)
         for n in issued[i][pb.COMM_RECV_NODE]:
-            key = (n.comm_src, w.rank, n.comm_tag % _TAG_SPAN, n.comm_size)
+            key = (peer(n.comm_src), w.rank, n.comm_tag % _TAG_SPAN, n.comm_size)
             k = seen[key] = seen.get(key, -1) + 1
             times = sends.get(key, ())
             if k < len(times):
