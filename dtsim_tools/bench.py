@@ -198,8 +198,10 @@ def _run_one(args: list[str]) -> None:
         t0 = time.perf_counter()
         code = main([*args, "--quiet", "--report", str(rep)])
         wall = time.perf_counter() - t0
+        # the peak of the run, before this process reads the report back (an 11 MB JSON for
+        # a 128-rank layout would add its own parse to the simulator's memory)
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         data = json.loads(rep.read_text()) if rep.exists() else {}
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     tot = data.get("totals", {})
     print(json.dumps({"code": int(code), "wall": wall, "rss_mb": rss_mb, "events": tot.get("events", 0),
                       "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),

@@ -73,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw per-rank compute / exposed communication / idle and a timeline (needs the plot extra)")
     p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
-                   help="simulate every rank even when all ranks are provably identical "
-                        "(by default such runs simulate one representative rank; results are the same)")
+                   help="simulate every rank even when ranks are provably identical (by default such "
+                        "runs simulate one representative rank, or one rank per data-parallel group; "
+                        "results are the same)")
     p.add_argument("--no-batching", dest="batching", action="store_false",
                    help="run every ring message as events, even where a ring phase of all ranks can be "
                         "advanced at once (congestion-unaware; results are the same)")

@@ -98,6 +98,7 @@ def rank_trace(workload: Any, world_size: int, extra: dict[str, Any] | None = No
     events: list[dict[str, Any]] = []
     threads: dict[int, str] = {}
     records = [(nid, begun.get(nid, s), e, s) for nid, s, e in workload.records]
+    peer = getattr(workload, "peer", None)  # a view of a representative's workload (orbit runs)
     for nid, s, e, issued in sorted(records, key=lambda r: (r[1], r[2], r[0])):
         node = nodes[nid]
         t = node.type
@@ -130,7 +131,9 @@ def rank_trace(workload: Any, world_size: int, extra: dict[str, Any] | None = No
             stream = comm.take(s, e)
             send = t == pb.COMM_SEND_NODE
             cat, name = "kernel", "ncclDevKernel_Send" if send else "ncclDevKernel_Recv"
-            args = {"peer": node.comm_dst if send else node.comm_src, "tag": node.comm_tag, "bytes": node.comm_size}
+            other = node.comm_dst if send else node.comm_src
+            args = {"peer": other if peer is None or other is None else peer(other), "tag": node.comm_tag,
+                    "bytes": node.comm_size}
         elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
             stream = comm.take(s, e)
             load = t == pb.MEM_LOAD_NODE

@@ -20,6 +20,7 @@ from network.errors import InputError
 from system.config import SystemConfig
 from system.main import Deadlock, run_simulation
 from system.report import build_report
+from system.trace_export import write_traces
 from workload.builder import GraphBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,6 +170,8 @@ def test_a_dp_tp_pp_layout_simulates_one_rank_per_dp_group(tmp_path: Path) -> No
     assert len(set(fast.finish_ns)) > 1  # the stages differ: not a fully symmetric run
     assert fast.events < plain.events
     assert _report(fast) == _report(plain)
+    a, b = write_traces(fast, tmp_path / "fast"), write_traces(plain, tmp_path / "plain")
+    assert [json.loads(p.read_text()) for p in a] == [json.loads(p.read_text()) for p in b]
 
 
 def test_a_replica_with_other_compute_runs_every_rank(tmp_path: Path) -> None:
