@@ -127,6 +127,8 @@ def _map_groups(sigma: list[int], groups: dict[int, list[int]]) -> tuple[dict[in
     by_set = {frozenset(m): g for g, m in groups.items()}
     out: dict[int, int] = {}
     rotated: set[int] = set()
+    if len(by_set) != len(groups):
+        return None, rotated  # two groups of the same ranks: which one an image is, is not told
     for g, members in groups.items():
         image = [sigma[r] for r in members]
         h = by_set.get(frozenset(image))

@@ -194,3 +194,14 @@ def test_the_triosim_converters_layout_takes_orbits(tmp_path: Path) -> None:
     assert fast.inputs["simulated_ranks"] < res.ranks
     assert fast.finish_ns == plain.finish_ns
     assert _report(fast) == _report(plain)
+
+
+def test_two_groups_of_the_same_ranks_run_every_rank(tmp_path: Path) -> None:
+    spec, groups, npus, net, cfg = _small(tmp_path)
+    spec_groups = json.loads(groups.read_text())
+    spec_groups["99"] = list(spec_groups["1"])  # unused, but an image could be either group
+    groups.write_text(json.dumps(spec_groups))
+    fast = run_simulation(spec, net, cfg, comm_groups=groups)
+    plain = run_simulation(spec, net, cfg, comm_groups=groups, symmetry=False, batching=False)
+    assert fast.inputs["simulated_ranks"] == npus
+    assert fast.finish_ns == plain.finish_ns
