@@ -22,9 +22,8 @@ from typing import Any, NamedTuple, Sequence
 
 from chakra_proto import enums as pb
 from system.config import ImplType, SystemConfig
+from system.symmetry import CONFIG_NAMES
 
-_COLL_NAME = {pb.ALL_REDUCE: "all-reduce", pb.ALL_GATHER: "all-gather",
-              pb.REDUCE_SCATTER: "reduce-scatter", pb.ALL_TO_ALL: "all-to-all"}
 _RING_IMPLS = (ImplType.RING, ImplType.ONE_RING)
 _PLAIN_NODES = (pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 _P2P = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
@@ -39,10 +38,6 @@ class Orbits(NamedTuple):
     perms: list[list[int]]  # perms[j][x] = σ^j(x)
     group_perms: list[dict[int, int]]  # group_perms[j][g] = the group σ^j maps g onto
     size: int  # ranks per orbit
-
-    def to_rep(self, x: int) -> int:
-        """The power j that maps x's representative onto x."""
-        return self.power[x]
 
 
 def find_orbits(graphs: Sequence[Any], groups: dict[int, list[int]], config: SystemConfig,
@@ -111,7 +106,7 @@ def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: 
         if j and not _same_mapped(graphs[x], graphs[r], perms[k - j], group_perms[k - j]):
             return None  # x's graph, mapped back onto its representative, differs from it
     for ct in ring_only:
-        name = _COLL_NAME.get(ct)
+        name = CONFIG_NAMES.get(ct)
         if name is None:
             return None
         impls = config.impls_for(name)

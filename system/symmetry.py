@@ -27,7 +27,8 @@ from system.config import ImplType, SystemConfig
 
 _SYMMETRIC_IMPLS = {ImplType.RING, ImplType.DIRECT, ImplType.HALVING_DOUBLING,
                     ImplType.ONE_RING, ImplType.ONE_DIRECT, ImplType.ONE_HALVING_DOUBLING}
-_COLL_NAME = {pb.ALL_REDUCE: "all-reduce", pb.ALL_GATHER: "all-gather",
+#: the collectives that run on the network, by the names the system config gives their implementations
+CONFIG_NAMES = {pb.ALL_REDUCE: "all-reduce", pb.ALL_GATHER: "all-gather",
               pb.REDUCE_SCATTER: "reduce-scatter", pb.ALL_TO_ALL: "all-to-all"}
 
 
@@ -74,8 +75,8 @@ def symmetry_group(graphs: Sequence[Any], config: SystemConfig, dim_sizes: Seque
             return None
     xor: list[set[bool]] = [set() for _ in dim_sizes]
     used = {n.comm_type for n in first.nodes.values() if n.type == pb.COMM_COLL_NODE}
-    for ct in used & set(_COLL_NAME):
-        name = _COLL_NAME[ct]
+    for ct in used & set(CONFIG_NAMES):
+        name = CONFIG_NAMES[ct]
         if name in config.custom_implementations:
             return None
         impls = config.impls_for(name)
