@@ -162,11 +162,6 @@ def _same_mapped(graph: Any, rep: Any, perm: list[int], gperm: dict[int, int]) -
     match too (reports name a rank's nodes by its representative's). Most nodes are the very
     objects of the representative's graph (workload/shared_nodes.py), which only a group can
     tell apart."""
-    if graph is rep:
-        return all(gperm.get(int(n.pg_name)) == int(n.pg_name) for n in rep.nodes.values()
-                   if n.type == pb.COMM_COLL_NODE) and all(
-            n.type not in _P2P or (n.comm_src is None or perm[n.comm_src] == n.comm_src)
-            and (n.comm_dst is None or perm[n.comm_dst] == n.comm_dst) for n in rep.nodes.values())
     if graph.order != rep.order or graph.unknown_peers:
         return False
     mine = graph.nodes

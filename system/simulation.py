@@ -19,10 +19,10 @@ from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
+from system.config import SystemConfig
 from system.heap import fewer_collections
 from system.orbit_network import OrbitNetwork
 from system.orbits import Orbits, find_orbits
-from system.config import SystemConfig
 from system.remote_memory import load_remote_memory
 from system.ring_batch import RingBatcher
 from system.symmetry import symmetry_group
