@@ -44,6 +44,11 @@ class CommunicatorGroup:
         if len(self.involved_npus) == self.sys.total_nodes:
             plan = CollectivePlan(self.sys.get_logical_topology(com_type), impls, None)
         else:
+            if impls and impls[0].type is ImplType.DOUBLE_BINARY_TREE:
+                self.sys.divergences.note(("dbt-group", com_type), (
+                    f"{com_type.config_name} on communicator group {self.id} ({len(self.involved_npus)} of "
+                    f"{self.sys.total_nodes} ranks) with doubleBinaryTree: ASTRA-sim crashes on a tree over a "
+                    "sub-group (segmentation fault, exit 139); dtsim runs the group's collective as a ring"))
             if len(impls) > 1 or (impls and impls[0].type is ImplType.DOUBLE_BINARY_TREE):
                 impls = (CollectiveImpl(ImplType.RING),)
             ring = RingTopology(self.sys.id, self.involved_npus, local=True)

@@ -98,6 +98,7 @@ class CollectiveGeneration:
         return explicit_priority
 
     def _next_stream_id(self, group: CommunicatorGroup | None) -> int:
+        self.astra_streams += 1
         if group is not None:
             group.num_streams += 1
             return group.num_streams - 1
@@ -113,7 +114,11 @@ class CollectiveGeneration:
         label = CollectiveLabel(com_type.config_name, size, gid, seq)
         chunk, size = self.determine_chunk_size(size, com_type)
         if chunk == 0 and size > 0:
-            chunk = 1  # ASTRA-sim loops forever here (all-gather smaller than the split count)
+            chunk = 1
+            self.divergences.note(("zero-chunk", com_type, size), (
+                f"{label}: {size} B split into preferred-dataset-splits={self.config.preferred_dataset_splits} "
+                f"chunks gives 0-byte chunks; ASTRA-sim loops forever on them (Sys::generate_collective "
+                f"never reduces the size left); dtsim runs {size} chunks of 1 B"))
         streams = math.ceil(size / chunk) if chunk else 0
         dataset = DataSet(self._dataset_ids, streams, self.now(), label)
         self._dataset_ids += 1
@@ -133,6 +138,8 @@ class CollectiveGeneration:
         # every stream is a chunk of the same size and so has the same phases; only the queues
         # (the allocators rotate) and the algorithms' state are its own
         count = -(-size // chunk)
+        if gid is None:
+            self.world_first_tags[seq] = self.astra_streams  # see divergence.world_tag_disagreements
         generate_phase = self.generate_collective_phase
         for _ in range(count):
             phases: list[CollectivePhase] = []
@@ -207,6 +214,8 @@ class CollectiveGeneration:
         algo = CustomAlgorithm(com_type, self.id, size, self.custom_loader(prefix, pos), group)
         phase = CollectivePhase(0, algo)
         dataset.total_streams = 1
+        if group is None:
+            self.world_first_tags[dataset.label.seq] = self.astra_streams
         stream = StreamBaseline(self, dataset, self._next_stream_id(group), [phase], pri)
         algo.position = pos
         self.insert_into_ready_list(stream)

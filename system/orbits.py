@@ -96,11 +96,17 @@ def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: 
     for _ in range(1, k):
         group_perms.append({g: group_map[h] for g, h in group_perms[-1].items()})
     reps = sorted(m[0] for m in family)
-    ring_only: set[int] = set()  # the collective types run on a rotated group
+    ring_only: set[int] = set()  # the collective types that some power of σ runs on a rotated list
     for r in reps:
         if not _plain(graphs[r]):
             return None
-        ring_only.update(ct for ct, g in _group_collectives(graphs[r]) if g in rotated)
+        for ct, g in _group_collectives(graphs[r]):
+            h = g
+            for _ in range(k):  # rank σ^j(r) runs this collective on the j-th image of g
+                if h in rotated:
+                    ring_only.add(ct)
+                    break
+                h = group_map[h]
     for x in range(npus):
         r, j = rep_of[x], power[x]
         if j and not _same_mapped(graphs[x], graphs[r], perms[k - j], group_perms[k - j]):
@@ -118,7 +124,9 @@ def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: 
 
 
 def _map_groups(sigma: list[int], groups: dict[int, list[int]]) -> tuple[dict[int, int] | None, set[int]]:
-    """σ's action on the groups, and the groups it maps onto a rotation of their lists."""
+    """σ's action on the groups, and the groups whose image is a rotation of their target's list
+    (a collective on such a group, or on a group some power of σ maps onto one, sees other ring
+    positions than its representative's)."""
     by_set = {frozenset(m): g for g, m in groups.items()}
     out: dict[int, int] = {}
     rotated: set[int] = set()
@@ -134,7 +142,7 @@ def _map_groups(sigma: list[int], groups: dict[int, list[int]]) -> tuple[dict[in
             shift = target.index(image[0])
             if target[shift:] + target[:shift] != image:
                 return None, rotated  # the same ranks in another ring order
-            rotated.add(h)
+            rotated.add(g)
         out[g] = h
     return out, rotated
 

@@ -24,18 +24,53 @@ disagree on a phase), it raises ``BatchAbandoned`` and the run is redone without
 from __future__ import annotations
 
 from operator import add
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
+from chakra_proto import enums as pb
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
+from system.collective.ring import Ring
+from system.config import ImplType
+from system.symmetry import CONFIG_NAMES
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from system.collective.ring import Ring
-
 #: below this many rank-steps a phase runs the recurrence in plain Python (numpy's per-call cost)
 _NUMPY_MIN_WORK = 2048
+
+
+def aware_decline(graphs: Sequence[Any], config: Any, groups: dict[int, list[int]]) -> str | None:
+    """Why batched ring phases cannot be proved on the congestion-aware network, or None.
+
+    There a phase's hand-back to the event path lands at the right times but not at the same
+    place among the events of its tick, and the order of same-tick messages decides link queue
+    order. Every rank's next phase then starts in another order against traffic the batcher does
+    not run. The batcher is taken only where every message of the run is a ring phase's."""
+    npus = len(graphs)
+    seen: set[int] = set()
+    types: set[tuple[int, bool]] = set()
+    for g in graphs:
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        for n in g.nodes.values():
+            if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+                return f"{g.path}: node {n.id} is point-to-point traffic, which runs as events"
+            if n.type == pb.COMM_COLL_NODE and n.comm_type != pb.BROADCAST:
+                sub = n.pg_name not in (None, "", "0") and len(groups.get(int(n.pg_name), ())) < npus
+                types.add((n.comm_type, sub))
+    for ct, sub in types:
+        name = CONFIG_NAMES.get(ct)
+        impls = config.impls_for(name) if name is not None else ()
+        if name is None or name in config.custom_implementations or config.per_node_custom:
+            return f"a {name or ct} collective does not run the Ring algorithm"
+        if sub and len(impls) > 1:
+            continue  # a sub-group runs a several-entry list as one ring (comm_group.py)
+        if any(i.type not in (ImplType.RING, ImplType.ONE_RING) for i in impls):
+            kinds = ", ".join(i.type.value for i in impls)
+            return f"'{name}-implementation' [{kinds}] runs other algorithms beside Ring, whose messages are events"
+    return None
 
 
 class BatchAbandoned(FastPathConflict):
@@ -71,6 +106,7 @@ class RingBatcher:
 
     def __init__(self, backend: Any) -> None:
         self._delay = getattr(backend, "fixed_delay_ns", None)
+        self.uses_pipes = self._delay is None  # congestion-aware: see aware_decline
         self._pipes_possible = getattr(backend, "pipes_possible", None)
         self._pipes = getattr(backend, "pipes", None)
         self._account = backend.account_flows
@@ -89,10 +125,14 @@ class RingBatcher:
     # -- joining ----------------------------------------------------------------------
     def join(self, algo: "Ring") -> bool:
         """Rank ``algo.id`` starts this ring phase now; False: run it on the event path."""
+        if type(algo) is not Ring:
+            return False  # the recurrence is the Ring algorithm's; Direct (a Ring subclass) sends otherwise
         sys = algo.sys
         steps = algo.stream_count
         if steps <= 0:
             return False
+        if not algo.msg_size:
+            sys.note_zero_message(algo.stream)  # what Sys.collective_send_recv would note
         topo = algo.topology
         n = algo.nodes_in_ring
         stream = algo.stream

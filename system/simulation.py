@@ -20,11 +20,13 @@ from network.errors import FastPathConflict, MessageMismatchError, SimulationLim
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
+from system.dimension_use import uncovered_dimensions
+from system.divergence import AstraSimDiffers, Divergences, world_tag_disagreements
 from system.heap import fewer_collections
 from system.orbit_network import OrbitNetwork
 from system.orbits import Orbits, find_orbits
 from system.remote_memory import load_remote_memory
-from system.ring_batch import RingBatcher
+from system.ring_batch import RingBatcher, aware_decline
 from system.symmetry import symmetry_group
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
@@ -147,6 +149,9 @@ def run_simulation(
         groups_spec = load_comm_groups(comm_groups, npus)
     if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)
+    unused = uncovered_dimensions(graphs, sys_cfg, net.topology, groups_spec)
+    if unused is not None:
+        warnings.warn(unused, stacklevel=2)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter here: a
     # symmetric graph has no MEM_LOAD/MEM_STORE nodes, so the memory model is never used
     group = (symmetry and not rendezvous and not groups_spec
@@ -179,6 +184,9 @@ def run_simulation(
             _check_wall(t0, max_wall_s, "trying a shortcut")
     representative = sym is not None and not isinstance(sym, Orbits)
     stats = net_backend.stats()
+    differs = run.divergences.messages
+    for message in differs:
+        warnings.warn(message, AstraSimDiffers, stacklevel=2)
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
     elif sym is not None:
@@ -203,6 +211,7 @@ def run_simulation(
             "symmetric_fast_path": representative,
             "simulated_ranks": 1 if representative else len(sym.reps) if sym is not None else npus,
             "batched_ring_messages": run.batched_messages,
+            "astra_sim_differs": differs,
         },
     )
 
@@ -218,11 +227,15 @@ class _RankRun:
         self.max_events, self.max_wall_s, self.progress = max_events, max_wall_s, progress
         self.rendezvous, self.t0 = rendezvous, t0
         self.batched_messages = 0  # messages the last attempt advanced in batched ring phases
+        self.divergences = Divergences()  # the last attempt's (system/divergence.py)
+        self.pipes_decline: str | None = None  # why ring phases cannot batch on link pipes ("": they can)
 
     def simulate(self, group: Any, batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
         """One attempt: with ``group`` (system/symmetry.py) one representative rank stands for all;
         with ``Orbits`` (system/orbits.py) one rank per orbit."""
         net, sys_cfg, graphs, t0, max_wall_s = self.net, self.sys_cfg, self.graphs, self.t0, self.max_wall_s
+        self.batched_messages = 0
+        divergences = self.divergences = Divergences()
         npus = net.topology.npus_count
         remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
         budget = max_wall_s
@@ -240,6 +253,11 @@ class _RankRun:
             net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=budget)
             ranks = [0]
         batcher = RingBatcher.for_backend(net_backend) if batching else None
+        if batcher is not None and batcher.uses_pipes:
+            if self.pipes_decline is None:
+                self.pipes_decline = aware_decline(graphs, sys_cfg, self.groups_spec) or ""
+            if self.pipes_decline:
+                batcher = None
         if max_wall_s is not None and getattr(net_backend, "queue", None) is not None:
             # one budget for the whole run, however many attempts it takes
             net_backend.queue.wall_origin = time.monotonic() - (time.perf_counter() - t0)
@@ -250,6 +268,7 @@ class _RankRun:
         for r in ranks:
             s = Sys(r, net_backend, sys_cfg, queues, custom_loader, rendezvous=self.rendezvous)
             s.ring_batcher = batcher
+            s.divergences = divergences
             groups = {gid: CommunicatorGroup(gid, members, s)
                       for gid, members in self.groups_spec.items() if r in members}
             if remote is not None:
@@ -280,6 +299,10 @@ class _RankRun:
             self.batched_messages = batcher.messages
         if stuck or unmatched:  # a send nobody received is no success either
             raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
+        if len(systems) == npus and self.groups_spec:  # group streams advance ASTRA-sim's world counter
+            note = world_tag_disagreements((s.id, s.world_first_tags) for s in systems)
+            if note is not None:
+                divergences.note("world-tags", note)
         return net_backend, systems, workloads
 
 

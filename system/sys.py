@@ -14,6 +14,7 @@ from typing import Any, Callable
 from network.api import NetworkBackend
 from system.collective.algorithm import ComType
 from system.config import SystemConfig
+from system.divergence import Divergences
 from system.errors import SystemConfigError
 from system.generation import CollectiveGeneration
 from system.logical_topology import LogicalTopology
@@ -71,6 +72,9 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         self._exchange = backend.exchange
         self.custom_loader = custom_loader
         self.ring_batcher = None  # system/ring_batch.py, set by run_simulation where it applies
+        self.divergences = Divergences()  # shared by the ranks of one run (system/divergence.py)
+        self.astra_streams = 0  # ASTRA-sim's per-rank stream counter, which group streams advance too
+        self.world_first_tags: dict[int, int] = {}  # world collective number → ASTRA-sim's first tag
         self.rendezvous = rendezvous
         if rendezvous:
             self._net_send = self._rendezvous_send  # type: ignore[method-assign]
@@ -124,6 +128,8 @@ class Sys(RendezvousMixin, CollectiveGeneration):
     # -- messages -------------------------------------------------------------------------
     def collective_send_recv(self, stream: StreamBaseline, dst: int, src: int, size: int) -> None:
         """Send ``size`` bytes to ``dst`` and post the receive from ``src`` for one step."""
+        if not size:
+            self.note_zero_message(stream)
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
         # the receive calls the posting algorithm itself: its phase is current until every
         # message it waits for has arrived (what _on_collective_packet would look up)
@@ -135,12 +141,24 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         self.collective_recv(stream, src, size)
 
     def collective_send(self, stream: StreamBaseline, dst: int, size: int) -> None:
+        if not size:
+            self.note_zero_message(stream)
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
         self._net_send(dst, size, tag, stream.dataset.label, _noop)
 
     def collective_recv(self, stream: StreamBaseline, src: int, size: int) -> None:
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
         self._net_recv(src, size, tag, stream.dataset.label, self._on_collective_packet, stream)
+
+    def note_zero_message(self, stream: StreamBaseline) -> None:
+        label = stream.dataset.label
+        if "zero-message" not in self.divergences:  # one note a run: the first such collective
+            algo = type(stream.my_current_phase.algorithm).__name__
+            self.divergences.note("zero-message", (
+                f"{label or 'a collective'}: its {algo} phase sends 0-byte messages (the chunk divided "
+                "among the ranks rounds down to 0 B); ASTRA-sim aborts on them (assertion 'chunk_size > 0' "
+                "in its analytical frontend, exit 134); dtsim sends them at the link latency alone. Fewer "
+                "preferred-dataset-splits or a larger collective avoid them"))
 
     def _net_send(self, dst: int, size: int, tag: int, label: object, callback: Callable[..., None],
                   *args: object) -> None:

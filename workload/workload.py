@@ -261,6 +261,14 @@ class Workload:
         if ds.finished:
             self._collective_done(node, ds)
             return
+        if not ds.active and node.involved_dim is not None and self.sys.total_nodes > 1:
+            raise UnsupportedFeatureError(
+                self.graph.path, node.describe(),
+                f"involved_dim {[bool(x) for x in node.involved_dim]} leaves the collective no network dimension "
+                f"of more than one NPU (network: {' x '.join(map(str, self.sys.physical_dims))} NPUs); ASTRA-sim "
+                "never finishes such a collective (it exits 0 with no rank finished), so there is no answer to "
+                "give. Name at least one dimension, or drop involved_dim to use them all",
+            )
         if ds.total_streams == 0 or not ds.active:
             # nothing to move (no participating dimension, or zero bytes): done now, not never
             self.sys.register_event(0, self._collective_done, node, ds)
