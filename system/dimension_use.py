@@ -45,10 +45,12 @@ def uncovered_dimensions(graphs: Sequence[Any], config: SystemConfig, topology: 
     parts = []
     for ct in sorted(used):
         name = CONFIG_NAMES[ct]
-        n_impls = len(config.impls_for(name))
-        dim_names = ", ".join(f"{d} ({dims[d].kind.value}, {dims[d].npus_count} NPUs)" for d in short[ct])
-        parts.append(f"'{name}-implementation' lists {n_impls} for {len(dims)} dimensions, so a world {name} "
-                     f"uses dimension(s) 0..{n_impls - 1} only and dimension(s) {dim_names} carry none of it")
-    return (f"{config.path or 'the system configuration'}: " + "; ".join(parts)
-            + ". That is ASTRA-sim's rule and the cycles are its; list one implementation per network "
-            f"dimension (e.g. {['ring'] * len(dims)}) to use every dimension")
+        n = len(config.impls_for(name))
+        on = "dimension 0" if n == 1 else f"dimensions 0-{n - 1}"
+        off = ", ".join(f"{d} ({dims[d].kind.value}, {dims[d].npus_count} NPUs)" for d in short[ct])
+        parts.append(f"'{name}-implementation' lists {n} implementation(s) for {len(dims)} network dimensions, "
+                     f"so a world {name} runs on {on} only and dimension(s) {off} carry none of it")
+    example = "[" + ", ".join(['"ring"'] * len(dims)) + "]"
+    return (f"{config.path or 'the default system configuration (Ring_4chunks.json)'}: " + "; ".join(parts)
+            + f". That is ASTRA-sim's rule and the cycles are its; list one implementation per dimension "
+            f"(e.g. {example}) to use them all")

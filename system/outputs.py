@@ -25,6 +25,23 @@ def check_file(flag: str, path: str | os.PathLike, suffixes: tuple[str, ...], wh
     _check_creatable(flag, p)
 
 
+def check_report(flag: str, path: str) -> None:
+    """Any path: ``-`` (standard output), an existing file or device we may write (``/dev/stdout``,
+    a ``mktemp`` name), or a new file in a folder we may write in."""
+    if path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(p, flag, f"cannot write: is a folder; {flag} takes a file name, or - for standard output")
+    if p.exists():
+        if not os.access(p, os.W_OK):
+            raise InputError(p, flag, "cannot write: no permission to write this file")
+        if p.is_file():
+            _check_creatable(flag, p)  # replaced atomically: its folder must take a new file
+        return
+    _check_creatable(flag, p)
+
+
 def check_folder(flag: str, path: str | os.PathLike) -> None:
     """``path`` is a folder, or can be made one."""
     p = Path(path)

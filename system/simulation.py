@@ -112,7 +112,10 @@ def run_simulation(
     symmetry: bool = True,
     rendezvous: bool = False,
     batching: bool = True,
+    verify_shortcuts: bool = False,
 ) -> SimulationResult:
+    """Run the workload; ``verify_shortcuts`` also runs every message as an event where a
+    shortcut answered, and raises ``ShortcutMismatch`` if the two answers differ."""
     t0 = time.perf_counter()
     net = network if isinstance(network, NetworkConfig) else NetworkConfig.from_file(network)
     if system is None:
@@ -183,8 +186,11 @@ def run_simulation(
                 raise
             _check_wall(t0, max_wall_s, "trying a shortcut")
     representative = sym is not None and not isinstance(sym, Orbits)
+    shortcut = "representative" if representative else "orbits" if sym is not None else \
+        "batched" if batch and run.batched_messages else "none"
     stats = net_backend.stats()
     differs = run.divergences.messages
+    batched_messages = run.batched_messages
     for message in differs:
         warnings.warn(message, AstraSimDiffers, stacklevel=2)
     if representative:
@@ -192,6 +198,9 @@ def run_simulation(
     elif sym is not None:
         own = {w.rank: w for w in workloads}
         workloads = [own[x] if x in own else RankView(own[sym.rep_of[x]], x, sym) for x in range(npus)]
+    if verify_shortcuts and shortcut != "none":
+        _, _, plain = run.simulate(None, batching=False)
+        _verify(shortcut, workloads, plain)
     return SimulationResult(
         backend=name,
         npus_count=npus,
@@ -210,7 +219,9 @@ def run_simulation(
             "comm_groups": None if comm_groups is None else str(comm_groups),
             "symmetric_fast_path": representative,
             "simulated_ranks": 1 if representative else len(sym.reps) if sym is not None else npus,
-            "batched_ring_messages": run.batched_messages,
+            "batched_ring_messages": batched_messages,
+            "shortcut": shortcut,
+            "shortcuts_verified": verify_shortcuts and shortcut != "none",
             "astra_sim_differs": differs,
         },
     )
@@ -304,6 +315,31 @@ class _RankRun:
             if note is not None:
                 divergences.note("world-tags", note)
         return net_backend, systems, workloads
+
+
+class ShortcutMismatch(Exception):
+    """A shortcut's answer differs from the every-event path's (a bug in dtsim: exit 1)."""
+
+
+def _collective_times(w: Any) -> list[tuple]:
+    return [(c["type"], c["size"], c["pg"], c["start"], c["end"]) for c in w.collectives]
+
+
+def _verify(shortcut: str, fast: list[Any], plain: list[Workload]) -> None:
+    """``--verify-shortcuts``: every rank's finish and collective times, shortcut against events."""
+    for a, b in zip(fast, plain):
+        if a.finish_time != b.finish_time:
+            raise ShortcutMismatch(
+                f"--verify-shortcuts: the {shortcut} shortcut finishes rank {b.rank} at {a.finish_time} cycles, "
+                f"the every-event path at {b.finish_time} (rerun with --no-symmetry --no-batching for the "
+                "event path's answer, and please report the workload)")
+        ca, cb = _collective_times(a), _collective_times(b)
+        if ca != cb:
+            k = next((i for i, (x, y) in enumerate(zip(ca, cb)) if x != y), min(len(ca), len(cb)))
+            raise ShortcutMismatch(
+                f"--verify-shortcuts: rank {b.rank}'s collective #{k + 1} runs {ca[k] if k < len(ca) else None} "
+                f"(type, size, group, start, end) with the {shortcut} shortcut and "
+                f"{cb[k] if k < len(cb) else None} on the every-event path")
 
 
 def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:

@@ -54,8 +54,8 @@ def test_one_file_without_siblings_is_quiet(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize("flag, value, says", [
-    ("--plot", "run.txt", "'.txt'"), ("--plot", "run", "no suffix"), ("--report", "r.yaml", "ending in .json"),
-    ("--report", "", "is a folder"), ("--trace-out", "file.json", "a file exists there"),
+    ("--plot", "run.txt", "'.txt'"), ("--plot", "run", "no suffix"),
+    ("--report", "", "is a folder"), ("--report", "file.json/r.json", "is a file, not a folder"), ("--trace-out", "file.json", "a file exists there"),
 ])
 def test_outputs_are_refused_before_the_run(tmp_path: Path, capsys, example_args, flag, value, says) -> None:
     need("matplotlib", "plot")
