@@ -14,8 +14,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
+from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import load_structured
 from system.errors import SystemConfigError
+
+#: the collectives that run on the network, by the names the system config gives their implementations
+CONFIG_NAMES = {pb.ALL_REDUCE: "all-reduce", pb.ALL_GATHER: "all-gather",
+                pb.REDUCE_SCATTER: "reduce-scatter", pb.ALL_TO_ALL: "all-to-all"}
 
 
 class SchedulingPolicy(enum.Enum):

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from chakra_proto import enums as pb
 from system.config import SystemConfig
-from system.symmetry import CONFIG_NAMES
+from system.config import CONFIG_NAMES
 
 
 def uncovered_dimensions(graphs: Sequence[Any], config: SystemConfig, topology: Any,

@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: a temporary folder)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print only the totals (no per-rank lines, breakdown table or progress bar)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    p.add_argument("--debug", action="store_true",
+                   help="show tracebacks for internal errors, and which shortcut answered and why the others declined")
     p.add_argument("--version", action="version", version=f"dtsim {__version__}")
     add_layout_arguments(p)
     return p
@@ -179,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
             rendezvous=rendezvous, batching=args.batching, verify_shortcuts=args.verify_shortcuts,
             progress=ProgressBar.for_terminal(args.quiet),
         )
+        if args.debug:
+            print(f"debug: answered by shortcut '{result.inputs['shortcut']}' "
+                  f"({result.inputs['simulated_ranks']} of {result.npus_count} ranks simulated)", file=_sys.stderr)
+            for reason in result.inputs["shortcuts_declined"]:
+                print(f"debug: shortcut declined, {reason}", file=_sys.stderr)
         _write_results(args, result)
     except (InputError, SimulationLimitError) as e:
         print(f"error: {e}", file=_sys.stderr)

@@ -23,11 +23,12 @@ from system.config import SystemConfig
 from system.dimension_use import uncovered_dimensions
 from system.divergence import AstraSimDiffers, Divergences, world_tag_disagreements
 from system.heap import fewer_collections
-from system.orbit_network import OrbitNetwork
-from system.orbits import Orbits, find_orbits
 from system.remote_memory import load_remote_memory
-from system.ring_batch import RingBatcher, aware_decline
-from system.symmetry import symmetry_group
+from system.shortcuts import Decline, Orbits, plan as plan_shortcuts
+from system.shortcuts.orbit_network import OrbitNetwork
+from system.shortcuts.rank_view import RankView
+from system.shortcuts.ring_batch import RingBatcher, prove_on_pipes
+from system.shortcuts.verify import ShortcutMismatch, verify  # noqa: F401 -- ShortcutMismatch re-exported
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
@@ -155,39 +156,27 @@ def run_simulation(
     unused = uncovered_dimensions(graphs, sys_cfg, net.topology, groups_spec)
     if unused is not None:
         warnings.warn(unused, stacklevel=2)
-    # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter here: a
-    # symmetric graph has no MEM_LOAD/MEM_STORE nodes, so the memory model is never used
-    group = (symmetry and not rendezvous and not groups_spec
-             and getattr(net.topology, "graph", None) is None  # graph ranks differ (issue 15)
-             and not net.extra.get("congestion_aware")  # settings: the general backend judges them
-             and symmetry_group(graphs, sys_cfg, net.topology.npus_count_per_dim, name,
-                                [d.kind.value for d in net.topology.dims])) or None
-    orbits = None
-    if group is None and symmetry and not rendezvous and groups_spec and not net.extra.get("congestion_aware"):
-        orbits = find_orbits(graphs, groups_spec, sys_cfg, net.topology, name)
+    # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter to the
+    # shortcuts: the graphs they take have no MEM_LOAD/MEM_STORE nodes
+    attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
+                                        batching=batching, rendezvous=rendezvous)
     run = _RankRun(net, sys_cfg, name, graphs, groups_spec, remote_memory, num_queues_per_dim,
                    max_events, max_wall_s, progress, rendezvous, t0)
-    # the shortcuts first, each falling back to the next when it cannot prove its answer; the
-    # last attempt, every message an event, decides and reports (a stuck run included)
-    attempts: list[tuple[Any, bool]] = []
-    if group is not None:
-        attempts.append((group, False))  # one representative rank (system/symmetry.py)
-    if orbits is not None:
-        attempts.append((orbits, batching))  # one rank per orbit (system/orbits.py)
-    if batching and not rendezvous:
-        attempts.append((None, True))  # every rank, ring phases batched (system/ring_batch.py)
-    attempts.append((None, False))
-    for i, (sym, batch) in enumerate(attempts):
+    for i, attempt in enumerate(attempts):
         try:
-            net_backend, systems, workloads = run.simulate(sym, batching=batch)
+            net_backend, systems, workloads = run.simulate(attempt.symmetry, batching=attempt.batching)
             break
-        except (FastPathConflict, Deadlock):  # CollectiveMismatch is a Deadlock
+        except (FastPathConflict, Deadlock) as e:  # CollectiveMismatch is a Deadlock
             if i == len(attempts) - 1:
                 raise
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            declined.append(f"{attempt.name}: abandoned at run time ({first})")
             _check_wall(t0, max_wall_s, "trying a shortcut")
+    sym = attempt.symmetry
+    if run.pipes_decline:
+        declined.append(f"batched: {run.pipes_decline}")
     representative = sym is not None and not isinstance(sym, Orbits)
-    shortcut = "representative" if representative else "orbits" if sym is not None else \
-        "batched" if batch and run.batched_messages else "none"
+    shortcut = attempt.name if attempt.name != "batched" or run.batched_messages else "none"
     stats = net_backend.stats()
     differs = run.divergences.messages
     batched_messages = run.batched_messages
@@ -200,7 +189,7 @@ def run_simulation(
         workloads = [own[x] if x in own else RankView(own[sym.rep_of[x]], x, sym) for x in range(npus)]
     if verify_shortcuts and shortcut != "none":
         _, _, plain = run.simulate(None, batching=False)
-        _verify(shortcut, workloads, plain)
+        verify(shortcut, workloads, plain)
     return SimulationResult(
         backend=name,
         npus_count=npus,
@@ -222,6 +211,7 @@ def run_simulation(
             "batched_ring_messages": batched_messages,
             "shortcut": shortcut,
             "shortcuts_verified": verify_shortcuts and shortcut != "none",
+            "shortcuts_declined": declined,
             "astra_sim_differs": differs,
         },
     )
@@ -242,8 +232,8 @@ class _RankRun:
         self.pipes_decline: str | None = None  # why ring phases cannot batch on link pipes ("": they can)
 
     def simulate(self, group: Any, batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
-        """One attempt: with ``group`` (system/symmetry.py) one representative rank stands for all;
-        with ``Orbits`` (system/orbits.py) one rank per orbit."""
+        """One attempt: with ``group`` (system/shortcuts/representative.py) one representative rank stands for all;
+        with ``Orbits`` (system/shortcuts/orbits.py) one rank per orbit."""
         net, sys_cfg, graphs, t0, max_wall_s = self.net, self.sys_cfg, self.graphs, self.t0, self.max_wall_s
         self.batched_messages = 0
         divergences = self.divergences = Divergences()
@@ -266,7 +256,11 @@ class _RankRun:
         batcher = RingBatcher.for_backend(net_backend) if batching else None
         if batcher is not None and batcher.uses_pipes:
             if self.pipes_decline is None:
-                self.pipes_decline = aware_decline(graphs, sys_cfg, self.groups_spec) or ""
+                try:
+                    prove_on_pipes(graphs, sys_cfg, self.groups_spec)
+                    self.pipes_decline = ""
+                except Decline as e:
+                    self.pipes_decline = str(e)
             if self.pipes_decline:
                 batcher = None
         if max_wall_s is not None and getattr(net_backend, "queue", None) is not None:
@@ -317,80 +311,11 @@ class _RankRun:
         return net_backend, systems, workloads
 
 
-class ShortcutMismatch(Exception):
-    """A shortcut's answer differs from the every-event path's (a bug in dtsim: exit 1)."""
-
-
-def _collective_times(w: Any) -> list[tuple]:
-    return [(c["type"], c["size"], c["pg"], c["start"], c["end"]) for c in w.collectives]
-
-
-def _verify(shortcut: str, fast: list[Any], plain: list[Workload]) -> None:
-    """``--verify-shortcuts``: every rank's finish and collective times, shortcut against events."""
-    for a, b in zip(fast, plain):
-        if a.finish_time != b.finish_time:
-            raise ShortcutMismatch(
-                f"--verify-shortcuts: the {shortcut} shortcut finishes rank {b.rank} at {a.finish_time} cycles, "
-                f"the every-event path at {b.finish_time} (rerun with --no-symmetry --no-batching for the "
-                "event path's answer, and please report the workload)")
-        ca, cb = _collective_times(a), _collective_times(b)
-        if ca != cb:
-            k = next((i for i, (x, y) in enumerate(zip(ca, cb)) if x != y), min(len(ca), len(cb)))
-            raise ShortcutMismatch(
-                f"--verify-shortcuts: rank {b.rank}'s collective #{k + 1} runs {ca[k] if k < len(ca) else None} "
-                f"(type, size, group, start, end) with the {shortcut} shortcut and "
-                f"{cb[k] if k < len(cb) else None} on the every-event path")
-
-
 def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:
     """The wall-time budget also bounds the setup (the event loop checks it on its own)."""
     if max_wall_s is not None and time.perf_counter() - t0 > max_wall_s:
         raise SimulationLimitError(f"wall-time budget of {max_wall_s:g} s exhausted while {doing} "
                                    "(raise --max-wall-seconds)")
-
-
-class RankView:
-    """Another rank's view of its representative's workload: in a symmetric run, or with
-    ``orbits`` (system/orbits.py) through the symmetry that maps the representative onto it."""
-
-    __slots__ = ("_w", "rank", "_perm", "_groups")
-
-    def __init__(self, workload: Any, rank: int, orbits: Orbits | None = None) -> None:
-        self._w = workload
-        self.rank = rank
-        self._perm = self._groups = None
-        if orbits is not None:
-            j = orbits.power[rank]
-            self._perm, self._groups = orbits.perms[j], orbits.group_perms[j]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._w, name)
-
-    @property
-    def viewed(self) -> Any:
-        """The representative's workload."""
-        return self._w
-
-    def peer(self, rank: int) -> int:
-        """The rank that plays, for this one, the part ``rank`` plays for the representative."""
-        return rank if self._perm is None else self._perm[rank]
-
-    def group(self, gid: int) -> int:
-        """The communicator group that plays, for this rank, the part ``gid`` plays for the representative."""
-        return gid if self._groups is None else self._groups.get(gid, gid)
-
-    @property
-    def collectives(self) -> list[dict[str, Any]]:
-        own = self._w.collectives
-        if self._groups is None:
-            return own
-        out = []
-        for c in own:
-            pg = c.get("pg")
-            if pg not in (None, "", "0"):
-                c = dict(c, pg=str(self.group(int(pg))))
-            out.append(c)
-        return out
 
 
 def _custom_loader_factory():

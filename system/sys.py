@@ -71,7 +71,7 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         self._native_impls: dict[ComType, tuple] = {}  # the config's list, once checked
         self._exchange = backend.exchange
         self.custom_loader = custom_loader
-        self.ring_batcher = None  # system/ring_batch.py, set by run_simulation where it applies
+        self.ring_batcher = None  # system/shortcuts/ring_batch.py, set by run_simulation where it applies
         self.divergences = Divergences()  # shared by the ranks of one run (system/divergence.py)
         self.astra_streams = 0  # ASTRA-sim's per-rank stream counter, which group streams advance too
         self.world_first_tags: dict[int, int] = {}  # world collective number → ASTRA-sim's first tag

@@ -185,7 +185,7 @@ class CongestionAwareBackend(AnalyticalBackend):
                 raise FastPathConflict(f"a chunk meets a batched ring phase on link {link.src}->{link.dst}")
             link.send(chunk)
 
-    # -- batched ring phases (system/ring_batch.py) ---------------------------------------
+    # -- batched ring phases (system/shortcuts/ring_batch.py) ---------------------------------------
     def pipes_possible(self, pairs: list[tuple[int, int]]) -> bool:
         """Whether flows ``pairs`` can be advanced together (LinkPipes): routes of one length
         that share no link. Not on topology files (per-flow ECMP paths)."""

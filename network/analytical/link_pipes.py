@@ -1,6 +1,6 @@
 """Flows advanced a step at a time for many senders at once on the congestion-aware network.
 
-A batched ring phase (system/ring_batch.py) sends, at every step, one message on each of its n
+A batched ring phase (system/shortcuts/ring_batch.py) sends, at every step, one message on each of its n
 flows pred(i) → i. When those flows' routes share no link, each link carries one flow, first in
 first out, and store-and-forward on hop h is, for every flow at once:
 

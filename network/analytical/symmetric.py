@@ -7,7 +7,7 @@ message that rank ``me`` receives from ``src`` in a step was sent by ``src`` at 
 This backend simulates only that one NPU: a receive fires at post time + the congestion-unaware
 delay, a send costs nothing but counts its bytes. The system layer runs unchanged on top.
 
-Only the system layer decides whether a run qualifies (system/symmetry.py); this backend
+Only the system layer decides whether a run qualifies (system/shortcuts/representative.py); this backend
 trusts that decision. ``scale`` multiplies the traffic counters so that stats describe the
 whole network.
 """

@@ -1,6 +1,6 @@
 """Congestion-aware network seen by one representative NPU of a symmetric SPMD run.
 
-In a symmetric run (system/symmetry.py decides) rank x does what rank 0 does, mapped by the
+In a symmetric run (system/shortcuts/representative.py decides) rank x does what rank 0 does, mapped by the
 group element x: per dimension a translation of the coordinate (ring, direct) or, for
 halving-doubling on a Switch or FullyConnected dimension, an XOR. Every such map is an
 automorphism of the congestion-aware network (aware.py): it maps links to links, keeps

@@ -22,7 +22,7 @@ class CongestionUnawareBackend(AnalyticalBackend):
             self.fixed_delay_ns = None  # per-flow ECMP paths: the delay depends on the tag
         else:
             #: the delay of a message depends only on (src, dst, size): callers may advance many
-            #: messages at once (system/ring_batch.py) and book them with account_flows
+            #: messages at once (system/shortcuts/ring_batch.py) and book them with account_flows
             self.fixed_delay_ns = self.message_delay_ns
 
     def message_delay_ns(self, src: int, dst: int, size_bytes: int) -> int:

@@ -50,7 +50,7 @@ class Ring(PacketAlgorithm):
             super().run_stream_init()
 
     def finish_batched(self, messages: int, processed: bool) -> None:
-        """The batcher's hand-back at the last receive (system/ring_batch.py): every message is
+        """The batcher's hand-back at the last receive (system/shortcuts/ring_batch.py): every message is
         out and in, so the state is that of the event path here, and the last packet's trip
         through the memory bus ends the phase as there."""
         self.sys.ring_batcher.exited(self)

@@ -55,7 +55,7 @@ def _collective(tmp: Path, comm_type: int, size: int = MB) -> Path:
 
 def _run(tmp: Path, comm_type: int, impl: str, topology: str, npus: int, splits: int = SPLITS) -> list[int]:
     """Finish time per rank, simulating every rank (and, where the run qualifies, checking that
-    the one-representative-rank fast path of system/symmetry.py agrees)."""
+    the one-representative-rank fast path of system/shortcuts/representative.py agrees)."""
     args = (_collective(tmp, comm_type), _network(tmp, topology, npus), _system(tmp, impl, splits))
     every_rank = run_simulation(*args, backend="congestion-unaware", symmetry=False).finish_ns
     fast = run_simulation(*args, backend="congestion-unaware").finish_ns

@@ -179,7 +179,7 @@ def test_verify_shortcuts_names_both_answers(tmp_path: Path, monkeypatch) -> Non
     net, cfg = _net(["Ring"], [4]), _sys(all_gather_implementation=["direct1"])
     ok = run_simulation(str(prefix), net, cfg, verify_shortcuts=True)
     assert ok.finish_ns == [7700, 6700, 6700, 6700]
-    from system import ring_batch
+    from system.shortcuts import ring_batch
     from system.collective.all_to_all import AllToAll
 
     monkeypatch.setattr(ring_batch, "Ring", AllToAll)  # the old bug: direct phases batched as rings

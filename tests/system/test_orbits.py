@@ -1,4 +1,4 @@
-"""One rank per orbit (system/orbits.py) gives exactly the answer of simulating every rank.
+"""One rank per orbit (system/shortcuts/orbits.py) gives exactly the answer of simulating every rank.
 
 The property test draws dp×tp×pp layouts (groups in either nesting, point-to-point between
 pipeline stages, per-stage compute, micro-batches, every scheduling knob, one or two network

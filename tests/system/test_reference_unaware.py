@@ -1,5 +1,5 @@
 """Every congestion-unaware reference case of ASTRA-sim (tests/data/astra_sim_reference), to the
-cycle, on both paths: the default one (the symmetric fast path where system/symmetry.py allows it)
+cycle, on both paths: the default one (the symmetric fast path where system/shortcuts/representative.py allows it)
 and the general one (``symmetry=False``: every rank simulated).
 
 Cases above 256 NPUs belong to the scale benchmark (tests/system/test_scale.py). Where ASTRA-sim

@@ -1,4 +1,4 @@
-"""Batched ring phases (system/ring_batch.py) give exactly the event path's answer (issue 13).
+"""Batched ring phases (system/shortcuts/ring_batch.py) give exactly the event path's answer (issue 13).
 
 The property test draws random multi-rank workloads in which ranks reach their collectives at
 different times (per-rank compute), with communicator groups, point-to-point messages, several
@@ -161,7 +161,7 @@ def test_other_traffic_on_a_claimed_link_reruns_on_the_event_path(tmp_path: Path
 def test_recurrence_shortcuts_equal_the_step_by_step_recurrence(n, steps, data, clockwise) -> None:
     """The rotation shortcut (system/ring_batch._rotate) and the numpy form give the plain
     max-plus recurrence's last receives, uniform delays or not."""
-    from system.ring_batch import _recurrence_np, _recurrence_py
+    from system.shortcuts.ring_batch import _recurrence_np, _recurrence_py
 
     starts = data.draw(st.lists(st.integers(0, 5_000), min_size=n, max_size=n))
     d = data.draw(st.integers(0, 700))

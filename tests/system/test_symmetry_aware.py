@@ -12,7 +12,7 @@ from network.analytical.symmetric_aware import SymmetricAwareBackend, SymmetryBr
 from network.config import NetworkConfig
 from system.config import SystemConfig
 from system.simulation import run_simulation
-from system.symmetry import symmetry_group
+from system.shortcuts.representative import symmetry_group
 from system.sys import Sys
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 from workload.loader import load_workload_graphs

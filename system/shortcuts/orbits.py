@@ -13,7 +13,7 @@ first member) stands for all of them. A run qualifies when, for σ:
 * congestion-unaware delays are the same for every pair of ranks that can exchange messages and
   its image: (lowest differing dimension, hops there) is kept by σ; no topology file.
 The simulated ranks then send a message meant for x = σ^j(ρ) as its image under σ^-j: the
-message that ρ receives in the real run, at the same time (system/orbit_network.py). Anything
+message that ρ receives in the real run, at the same time (system/shortcuts/orbit_network.py). Anything
 else runs on the general path; the answer is checked against it in tests/system/test_orbits.py.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Sequence
 
 from chakra_proto import enums as pb
-from system.config import ImplType, SystemConfig
-from system.symmetry import CONFIG_NAMES
+from system.config import CONFIG_NAMES, ImplType, SystemConfig
+from system.shortcuts.decline import Decline
 
 _RING_IMPLS = (ImplType.RING, ImplType.ONE_RING)
 _PLAIN_NODES = (pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
@@ -43,18 +43,34 @@ class Orbits(NamedTuple):
 def find_orbits(graphs: Sequence[Any], groups: dict[int, list[int]], config: SystemConfig,
                 topology: Any, backend_name: str) -> Orbits | None:
     """The largest family rotation that is a symmetry of the run, or None (see the module)."""
-    if backend_name != "congestion-unaware" or not groups or getattr(topology, "graph", None) is not None:
+    try:
+        return prove(graphs, groups, config, topology, backend_name)
+    except Decline:
         return None
+
+
+def prove(graphs: Sequence[Any], groups: dict[int, list[int]], config: SystemConfig,
+          topology: Any, backend_name: str) -> Orbits:
+    """The largest family rotation that is a symmetry of the run; Decline with the reason of the
+    last family tried when none is."""
+    if backend_name != "congestion-unaware":
+        raise Decline(f"the {backend_name} backend: orbits need fixed message delays")
+    if not groups:
+        raise Decline("no communicator groups")
+    if getattr(topology, "graph", None) is not None:
+        raise Decline("a topology file: ranks are not interchangeable")
     if config.per_node_custom or config.replay_only or config.custom_implementations:
-        return None
+        raise Decline("custom collectives")
     npus = topology.npus_count
     if any(len(m) >= npus for m in groups.values()):
-        return None  # a world-sized group runs the world's per-dimension rings
+        raise Decline("a world-sized group runs the world's per-dimension rings")
+    reasons = []
     for family in _families(groups, npus):
-        orbits = _try_family(family, len(family[0]), graphs, groups, config, topology)
-        if orbits is not None:
-            return orbits
-    return None
+        try:
+            return _try_family(family, len(family[0]), graphs, groups, config, topology)
+        except Decline as e:
+            reasons.append(f"rotating the groups of {len(family[0])}: {e}")
+    raise Decline("; ".join(reasons) or "no family of equal-sized groups covers every rank")
 
 
 def _families(groups: dict[int, list[int]], npus: int) -> list[list[list[int]]]:
@@ -76,7 +92,7 @@ def _families(groups: dict[int, list[int]], npus: int) -> list[list[list[int]]]:
 
 
 def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: dict[int, list[int]],
-                config: SystemConfig, topology: Any) -> Orbits | None:
+                config: SystemConfig, topology: Any) -> Orbits:
     npus = topology.npus_count
     sigma = [0] * npus
     rep_of = [0] * npus
@@ -91,7 +107,7 @@ def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: 
         perms.append([sigma[x] for x in perms[-1]])
     group_map, rotated = _map_groups(sigma, groups)
     if group_map is None:
-        return None
+        raise Decline("rotating the family does not map every group onto a group (or onto a rotation of one)")
     group_perms = [{g: g for g in groups}]
     for _ in range(1, k):
         group_perms.append({g: group_map[h] for g, h in group_perms[-1].items()})
@@ -99,7 +115,8 @@ def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: 
     ring_only: set[int] = set()  # the collective types that some power of σ runs on a rotated list
     for r in reps:
         if not _plain(graphs[r]):
-            return None
+            raise Decline(f"rank {r}'s graph holds more than compute, group collectives and point-to-point "
+                          "with known peers")
         for ct, g in _group_collectives(graphs[r]):
             h = g
             for _ in range(k):  # rank σ^j(r) runs this collective on the j-th image of g
@@ -110,16 +127,18 @@ def _try_family(family: list[list[int]], k: int, graphs: Sequence[Any], groups: 
     for x in range(npus):
         r, j = rep_of[x], power[x]
         if j and not _same_mapped(graphs[x], graphs[r], perms[k - j], group_perms[k - j]):
-            return None  # x's graph, mapped back onto its representative, differs from it
+            raise Decline(f"rank {x}'s graph, mapped back onto rank {r}'s, differs from it")
     for ct in ring_only:
         name = CONFIG_NAMES.get(ct)
         if name is None:
-            return None
+            raise Decline(f"collective type {ct} on a group whose image is a rotated list")
         impls = config.impls_for(name)
         if not impls or len(impls) == 1 and impls[0].type not in _RING_IMPLS:
-            return None  # a sub-group runs a several-entry list as one ring (comm_group.py)
+            # a sub-group runs a several-entry list as one ring (comm_group.py)
+            raise Decline(f"a {name} runs {impls[0].type.value if impls else 'nothing'} on a group that a power "
+                          "of the rotation maps onto a rotated list: only a ring ignores where a list starts")
     if not _delays_kept(sigma, groups, graphs, reps, topology):
-        return None
+        raise Decline("the rotation changes the delay between two ranks that exchange messages")
     return Orbits(reps, rep_of, power, perms, group_perms, k)
 
 

@@ -1,4 +1,4 @@
-"""The network as the representatives of an orbit run see it (system/orbits.py).
+"""The network as the representatives of an orbit run see it (system/shortcuts/orbits.py).
 
 Only one rank per orbit is simulated. A message that a representative sends to a simulated rank
 goes as usual. One meant for x = σ^j(ρ), which is not simulated, is sent as its image under σ^-j:
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from system.orbits import Orbits
+from system.shortcuts.orbits import Orbits
 from system.sys import COLLECTIVE_TAG_OFFSET, NATIVE_TAG_OFFSET
 
 _SPAN = COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET
@@ -37,7 +37,7 @@ class OrbitNetwork:
         self._recv = inner.recv
         self._send = inner.send
         self._simulated = [r == o for r, o in enumerate(orbits.rep_of)]
-        # for system/ring_batch.py: delays depend on (src, dst, size) only, as on the inner backend
+        # for system/shortcuts/ring_batch.py: delays depend on (src, dst, size) only, as on the inner backend
         self.rep_of = orbits.rep_of
         self.fixed_delay_ns = getattr(inner, "fixed_delay_ns", None)
         self.account_flows = inner.account_flows

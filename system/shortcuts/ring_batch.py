@@ -30,8 +30,8 @@ from chakra_proto import enums as pb
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
 from system.collective.ring import Ring
-from system.config import ImplType
-from system.symmetry import CONFIG_NAMES
+from system.config import CONFIG_NAMES, ImplType
+from system.shortcuts.decline import Decline
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 _NUMPY_MIN_WORK = 2048
 
 
-def aware_decline(graphs: Sequence[Any], config: Any, groups: dict[int, list[int]]) -> str | None:
-    """Why batched ring phases cannot be proved on the congestion-aware network, or None.
+def prove_on_pipes(graphs: Sequence[Any], config: Any, groups: dict[int, list[int]]) -> None:
+    """Decline where batched ring phases cannot be proved on the congestion-aware network.
 
     There a phase's hand-back to the event path lands at the right times but not at the same
     place among the events of its tick, and the order of same-tick messages decides link queue
@@ -56,7 +56,7 @@ def aware_decline(graphs: Sequence[Any], config: Any, groups: dict[int, list[int
         seen.add(id(g))
         for n in g.nodes.values():
             if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-                return f"{g.path}: node {n.id} is point-to-point traffic, which runs as events"
+                raise Decline(f"{g.path}: node {n.id} is point-to-point traffic, which runs as events")
             if n.type == pb.COMM_COLL_NODE and n.comm_type != pb.BROADCAST:
                 sub = n.pg_name not in (None, "", "0") and len(groups.get(int(n.pg_name), ())) < npus
                 types.add((n.comm_type, sub))
@@ -64,13 +64,13 @@ def aware_decline(graphs: Sequence[Any], config: Any, groups: dict[int, list[int
         name = CONFIG_NAMES.get(ct)
         impls = config.impls_for(name) if name is not None else ()
         if name is None or name in config.custom_implementations or config.per_node_custom:
-            return f"a {name or ct} collective does not run the Ring algorithm"
+            raise Decline(f"a {name or ct} collective does not run the Ring algorithm")
         if sub and len(impls) > 1:
             continue  # a sub-group runs a several-entry list as one ring (comm_group.py)
         if any(i.type not in (ImplType.RING, ImplType.ONE_RING) for i in impls):
             kinds = ", ".join(i.type.value for i in impls)
-            return f"'{name}-implementation' [{kinds}] runs other algorithms beside Ring, whose messages are events"
-    return None
+            raise Decline(f"'{name}-implementation' [{kinds}] runs other algorithms beside Ring, whose "
+                          "messages are events")
 
 
 class BatchAbandoned(FastPathConflict):
@@ -106,7 +106,7 @@ class RingBatcher:
 
     def __init__(self, backend: Any) -> None:
         self._delay = getattr(backend, "fixed_delay_ns", None)
-        self.uses_pipes = self._delay is None  # congestion-aware: see aware_decline
+        self.uses_pipes = self._delay is None  # congestion-aware: see prove_on_pipes
         self._pipes_possible = getattr(backend, "pipes_possible", None)
         self._pipes = getattr(backend, "pipes", None)
         self._account = backend.account_flows
@@ -117,7 +117,7 @@ class RingBatcher:
         self._plans: dict[tuple, tuple[list[int], bool, int]] = {}  # per-step delays of a phase shape
         self._delays: dict[tuple, list[int]] = {}  # per ring, direction and size
         self._shapes: dict[tuple, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
-        #: an orbit run (system/orbit_network.py) simulates rank x only where rep_of[x] == x
+        #: an orbit run (system/shortcuts/orbit_network.py) simulates rank x only where rep_of[x] == x
         self._rep_of: list[int] | None = getattr(backend, "rep_of", None)
         self._needed: dict[tuple, int] = {}  # ring → how many of its ranks join a phase
         self.messages = 0

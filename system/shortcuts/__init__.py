@@ -1,0 +1,80 @@
+"""Shortcuts: the every-event path's answer with less work, each taken only where it is proved.
+
+A run of dtsim is, by definition, the every-event path: one ``Sys`` per rank and one event per
+message. A shortcut may stand in for it where it proves the answer equal, and declines otherwise,
+with a reason (``Decline``; ``--debug`` prints the reasons, the report keeps them):
+
+* ``representative`` (representative.py, network/analytical/symmetric*.py): every rank runs the
+  same graph of compute and world collectives on a translation-symmetric algorithm, so one rank
+  stands for all;
+* ``orbits`` (orbits.py, orbit_network.py): rotating the groups of one family is a symmetry of the
+  run, so one rank per orbit stands for its orbit;
+* ``batched`` (ring_batch.py): ring phases of the Ring algorithm advanced for all their ranks at
+  once by their max-plus recurrence.
+
+``plan`` proves them in that order; ``run_simulation`` tries each proved one in turn, and one that
+meets at run time what it cannot reproduce (``FastPathConflict``) or ends stuck hands over to the
+next, down to the every-event path, which decides. ``--verify-shortcuts`` runs the every-event path
+after a shortcut answered and compares (verify.py).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+from system.shortcuts.decline import Decline
+from system.shortcuts.orbits import Orbits, prove as prove_orbits
+from system.shortcuts.representative import prove as prove_representative
+
+__all__ = ["Attempt", "Decline", "Orbits", "plan"]
+
+
+class Attempt(NamedTuple):
+    name: str  # representative | orbits | batched | none (the every-event path)
+    symmetry: Any  # per-dimension XOR flags (representative), Orbits, or None (every rank)
+    batching: bool  # ring phases batched where the batcher proves them
+
+
+def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: Any, backend_name: str, *,
+         symmetry: bool, batching: bool, rendezvous: bool) -> tuple[list[Attempt], list[str]]:
+    """The attempts to make, shortcuts first and the every-event path last, and why each
+    shortcut left out was declined."""
+    attempts: list[Attempt] = []
+    declined: list[str] = []
+    topology = net.topology
+
+    def why(name: str, reason: str) -> None:
+        declined.append(f"{name}: {reason}")
+
+    if not symmetry:
+        why("representative", "--no-symmetry")
+        why("orbits", "--no-symmetry")
+    elif rendezvous:
+        why("representative", "--rendezvous-protocol: requests and replies are point-to-point messages")
+        why("orbits", "--rendezvous-protocol")
+    elif net.extra.get("congestion_aware"):
+        why("representative", "congestion-aware settings in the network file: the general backend judges them")
+        why("orbits", "congestion-aware settings in the network file")
+    else:
+        rep = None
+        try:
+            if groups:
+                raise Decline("communicator groups")
+            if getattr(topology, "graph", None) is not None:
+                raise Decline("a topology file: ranks are not interchangeable")
+            rep = prove_representative(graphs, config, topology.npus_count_per_dim, backend_name,
+                                       [d.kind.value for d in topology.dims])
+            attempts.append(Attempt("representative", rep, False))
+        except Decline as e:
+            why("representative", str(e))
+        if rep is None:
+            try:
+                attempts.append(Attempt("orbits", prove_orbits(graphs, groups, config, topology, backend_name),
+                                        batching))
+            except Decline as e:
+                why("orbits", str(e))
+    if batching and not rendezvous:
+        attempts.append(Attempt("batched", None, True))
+    else:
+        why("batched", "--no-batching" if not batching else "--rendezvous-protocol")
+    attempts.append(Attempt("none", None, False))
+    return attempts, declined

@@ -1,0 +1,50 @@
+"""Another rank's results seen through its representative's (a shortcut simulated fewer ranks)."""
+from __future__ import annotations
+
+from typing import Any
+
+from system.shortcuts.orbits import Orbits
+
+
+class RankView:
+    """Another rank's view of its representative's workload: in a symmetric run, or with
+    ``orbits`` (system/shortcuts/orbits.py) through the symmetry that maps the representative onto it."""
+
+    __slots__ = ("_w", "rank", "_perm", "_groups")
+
+    def __init__(self, workload: Any, rank: int, orbits: Orbits | None = None) -> None:
+        self._w = workload
+        self.rank = rank
+        self._perm = self._groups = None
+        if orbits is not None:
+            j = orbits.power[rank]
+            self._perm, self._groups = orbits.perms[j], orbits.group_perms[j]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._w, name)
+
+    @property
+    def viewed(self) -> Any:
+        """The representative's workload."""
+        return self._w
+
+    def peer(self, rank: int) -> int:
+        """The rank that plays, for this one, the part ``rank`` plays for the representative."""
+        return rank if self._perm is None else self._perm[rank]
+
+    def group(self, gid: int) -> int:
+        """The communicator group that plays, for this rank, the part ``gid`` plays for the representative."""
+        return gid if self._groups is None else self._groups.get(gid, gid)
+
+    @property
+    def collectives(self) -> list[dict[str, Any]]:
+        own = self._w.collectives
+        if self._groups is None:
+            return own
+        out = []
+        for c in own:
+            pg = c.get("pg")
+            if pg not in (None, "", "0"):
+                c = dict(c, pg=str(self.group(int(pg))))
+            out.append(c)
+        return out
