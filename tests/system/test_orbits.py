@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from implementations import COLLECTIVES, implementation_lists
+
 from network.config import NetworkConfig
 from network.errors import InputError
 from system.config import SystemConfig
@@ -105,7 +107,7 @@ def layouts(draw):
         "collective-optimization": draw(st.sampled_from(["localBWAware", "baseline"])),
         "local-mem-bw": draw(st.sampled_from([1600, 50])),
     }
-    algo = draw(st.sampled_from(["ring", "ring", "direct", "halvingDoubling"]))
+    algo = draw(st.one_of(st.just(None), implementation_lists([n for _, n in dims])))  # None: rings
     return (dp, tp, pp, draw(st.integers(1, 2)), draw(st.booleans()), dims, stage_ns, tp_coll, dp_coll,
             odd, reorder, knobs, algo, draw(st.booleans()))
 
@@ -117,10 +119,10 @@ def _network(dims: list[tuple[str, int]]) -> NetworkConfig:
     })
 
 
-def _config(knobs: dict, algo: str, ndims: int) -> SystemConfig:
-    impl = {f"{c}-implementation": [algo] * ndims for c in ("all-reduce", "all-gather", "reduce-scatter")}
-    impl["all-to-all-implementation"] = ["direct" if algo == "halvingDoubling" else algo] * ndims
-    return SystemConfig.from_dict({**knobs, **impl})
+def _config(knobs: dict, impls: dict | None, ndims: int) -> SystemConfig:
+    if impls is None:
+        impls = {f"{c}-implementation": ["ring"] * ndims for c in COLLECTIVES}
+    return SystemConfig.from_dict({**knobs, **impls})
 
 
 def _report(result) -> dict:
@@ -158,7 +160,7 @@ def _small(tmp: Path, **kw):
     spec, groups, npus = write_layout(tmp, 4, 2, 2, 2, False, [30_000, 20_000], ("ALL_REDUCE", 1 << 20),
                                       ("ALL_REDUCE", 3 << 20), **kw)
     net = _network([("Ring", 4), ("Switch", 4)])
-    return spec, groups, npus, net, _config({"preferred-dataset-splits": 4, "endpoint-delay": 10, "local-mem-bw": 1600}, "ring", 2)
+    return spec, groups, npus, net, _config({"preferred-dataset-splits": 4, "endpoint-delay": 10, "local-mem-bw": 1600}, None, 2)
 
 
 def test_a_dp_tp_pp_layout_simulates_one_rank_per_dp_group(tmp_path: Path) -> None:
@@ -188,7 +190,7 @@ def test_the_triosim_converters_layout_takes_orbits(tmp_path: Path) -> None:
     res = convert_triosim(ROOT / "examples" / "triosim" / "resnet50", batch_size=128, out_prefix=tmp_path / "r",
                           dp=4, tp=2, pp=2, micro_batches=2)
     net = _network([("Ring", 4), ("Switch", 4)])
-    cfg = _config({"active-chunks-per-dimension": 1, "preferred-dataset-splits": 4, "local-mem-bw": 1600}, "ring", 2)
+    cfg = _config({"active-chunks-per-dimension": 1, "preferred-dataset-splits": 4, "local-mem-bw": 1600}, None, 2)
     fast = run_simulation(res.prefix, net, cfg, comm_groups=res.comm_groups_path)
     plain = run_simulation(res.prefix, net, cfg, comm_groups=res.comm_groups_path, symmetry=False)
     assert fast.inputs["simulated_ranks"] < res.ranks

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from implementations import NAMES
+
 from network.config import NetworkConfig
 from system.config import SystemConfig
 from system.main import run_simulation
@@ -33,31 +35,34 @@ def _graph(ops: list[tuple[str, int]]) -> GraphBuilder:
     splits=st.sampled_from([1, 2, 4, 5]),
     active=st.sampled_from([1, 2, 4]),
     queues=st.sampled_from([1, 2]),
-    algo=st.sampled_from(["ring", "direct", "halvingDoubling"]),
+    algo=st.sampled_from(NAMES),
     optimization=st.sampled_from(["localBWAware", "baseline"]),
     policy=st.sampled_from(["LIFO", "FIFO"]),
 )
 def test_fast_path_equals_general_path(tmp_path_factory, dims, ops, splits, active, queues, algo, optimization, policy) -> None:
-    if algo == "halvingDoubling":
-        dims = [(k, 4 if n == 3 else n) for k, n in dims]  # recursive halving needs powers of two
+    if "alvingDoubling" in algo or algo == "doubleBinaryTree":
+        dims = [(k, 4 if n == 3 else n) for k, n in dims]  # they need powers of two
     tmp = tmp_path_factory.mktemp("sym")
     net = NetworkConfig.from_dict({
         "topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
         "bandwidth": [50 + 25 * i for i in range(len(dims))], "latency": [500 - 100 * i for i in range(len(dims))],
     })
-    impl = [algo] * len(dims)
+    impl = [algo] * (1 if algo.startswith("one") else len(dims))  # one* spans the network
+    other = impl if algo != "doubleBinaryTree" else ["ring"] * len(dims)  # a tree only reduces
     cfg = SystemConfig.from_dict({
         "scheduling-policy": policy, "endpoint-delay": 10, "active-chunks-per-dimension": active,
         "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": 1600,
-        "all-reduce-implementation": impl, "all-gather-implementation": impl,
-        "reduce-scatter-implementation": impl,
-        "all-to-all-implementation": impl if algo != "halvingDoubling" else ["direct"] * len(dims),
+        "all-reduce-implementation": impl, "all-gather-implementation": other,
+        "reduce-scatter-implementation": other,
+        "all-to-all-implementation": other if "alvingDoubling" not in algo else ["direct"] * len(other),
     })
     ops = [(k, a if k != "comp" else a // 100) for k, a in ops]
     spec = _graph(ops).write(tmp / "w.et")
     fast = run_simulation(spec, net, cfg, num_queues_per_dim=queues)
-    slow = run_simulation(spec, net, cfg, num_queues_per_dim=queues, symmetry=False)
-    assert fast.inputs["symmetric_fast_path"] and not slow.inputs["symmetric_fast_path"]
+    slow = run_simulation(spec, net, cfg, num_queues_per_dim=queues, symmetry=False, batching=False)
+    # the representative takes ring, direct[N] and halving-doubling, a one* ring on one dimension
+    symmetric = algo != "doubleBinaryTree" and not (algo.startswith("one") and len(dims) > 1)
+    assert fast.inputs["symmetric_fast_path"] == symmetric and not slow.inputs["symmetric_fast_path"]
     assert fast.finish_ns == slow.finish_ns
     assert fast.network_stats["bytes_per_dim"] == slow.network_stats["bytes_per_dim"]
 
