@@ -155,7 +155,7 @@ def run_simulation(
         check_collectives_agree(graphs, groups_spec)
     unused = uncovered_dimensions(graphs, sys_cfg, net.topology, groups_spec)
     if unused is not None:
-        warnings.warn(unused, stacklevel=2)
+        warnings.warn(unused, stacklevel=3)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter to the
     # shortcuts: the graphs they take have no MEM_LOAD/MEM_STORE nodes
     attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
@@ -181,7 +181,7 @@ def run_simulation(
     differs = run.divergences.messages
     batched_messages = run.batched_messages
     for message in differs:
-        warnings.warn(message, AstraSimDiffers, stacklevel=2)
+        warnings.warn(message, AstraSimDiffers, stacklevel=3)
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
     elif sym is not None:

@@ -103,6 +103,8 @@ class Sys(RendezvousMixin, CollectiveGeneration):
     # -- memory bus: the per-packet endpoint delay and reduction (MemBus, PacketBundle) ----
     def mem_bus_transfer(self, stream: StreamBaseline, fast: bool, needs_processing: bool, size: int) -> None:
         delay = 10 if fast else self.communication_delay
+        if not delay:
+            self.note_zero_delay()
         # register_event, inlined: this runs once per collective message
         t = self.now() + delay
         batch = self._batches.get(t)
@@ -149,6 +151,14 @@ class Sys(RendezvousMixin, CollectiveGeneration):
     def collective_recv(self, stream: StreamBaseline, src: int, size: int) -> None:
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
         self._net_recv(src, size, tag, stream.dataset.label, self._on_collective_packet, stream)
+
+    def note_zero_delay(self) -> None:
+        if "zero-delay" not in self.divergences:
+            self.divergences.note("zero-delay", (
+                f"{self.config.path or 'the system configuration'}: endpoint-delay is 0 (after --injection-scale), "
+                "so a collective's packets take 0 ns through the endpoint; ASTRA-sim aborts on such an event "
+                "(assertion in EventQueue.cpp: an event must lie in the future, exit 134); dtsim runs them "
+                "at 0 ns. An endpoint-delay of 1 or more runs in both"))
 
     def note_zero_message(self, stream: StreamBaseline) -> None:
         label = stream.dataset.label
