@@ -70,7 +70,7 @@ def verify_shortcuts_supported() -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # The generator. Graph nodes, compact (indices into the rank's own node list for deps):
-#   ["C", micros, deps]                          GPU COMP node
+#   ["C", micros, deps(, num_ops, tensor_size)]  GPU COMP node (the two roofline fields optional)
 #   ["c", micros, deps]                          CPU COMP node (is_cpu_op)
 #   ["X", "AR"|"AG"|"RS"|"A2A", bytes, deps, pg_name|None, involved_dim|None]
 #   ["S", dst, bytes, tag, deps]   ["R", src, bytes, tag, deps]
@@ -96,9 +96,9 @@ def _duration(rng: random.Random) -> int:
 
 
 def _network(rng: random.Random) -> dict:
-    limit = 64 if rng.random() < 0.1 else 32
+    limit = 64 if rng.random() < 0.15 else 32
     while True:
-        nd = rng.choices([1, 2, 3], [50, 33, 17])[0]
+        nd = rng.choices([1, 2, 3], [46, 34, 20])[0]
         sizes = [rng.choice([2, 2, 3, 4, 4, 4, 5, 6, 7, 8, 8]) for _ in range(nd)]
         if math.prod(sizes) <= limit:
             break
@@ -141,12 +141,36 @@ def _system(rng: random.Random, net: dict) -> dict:
         s["local-reduction-delay"] = rng.choice([1, 10, 100])
     if rng.random() < 0.3:
         s.update({"boost-mode": 0, "roofline-enabled": 0, "peak-perf": 900})
+    if rng.random() < 0.06:
+        s.update({"roofline-enabled": 1, "peak-perf": rng.choice([10, 100, 900])})
     nd = len(sizes)
     for coll, key in IMPL_KEYS.items():
         r = rng.random()
         length = nd if r < 0.8 or nd == 1 else rng.randint(1, nd - 1)
         s[key] = [_impl_name(rng, coll, sizes[min(i, nd - 1)], i) for i in range(length)]
     return s
+
+
+def _cli(rng: random.Random) -> dict:
+    """ASTRA-sim's command-line knobs, where not the defaults."""
+    cli = {}
+    if rng.random() < 0.15:
+        cli["num-queues-per-dim"] = rng.choice([2, 2, 4])
+    if rng.random() < 0.08:
+        cli["injection-scale"] = rng.choice([2, 3, 0.5])
+    return cli
+
+
+def _roofline(rng: random.Random, sysj: dict, graphs: list) -> None:
+    """With roofline-enabled, give every GPU COMP node num_ops and tensor_size (ASTRA-sim throws
+    inside an event callback on a node without them, and then never finishes)."""
+    if not sysj.get("roofline-enabled"):
+        return
+    for g in graphs:
+        for node in g:
+            if node[0] == "C":
+                node += [rng.choice([1, 3, 10, 30, 100]) * 10 ** rng.randint(5, 9),
+                         rng.choice([1, 4, 16]) * 10 ** rng.randint(3, 7)]
 
 
 def _involved_dim(rng: random.Random, nd: int) -> list[int] | None:
@@ -319,8 +343,8 @@ def _layout(rng: random.Random, net: dict, sysj: dict, perturb: bool) -> tuple[l
 def _partition(rng: random.Random, n: int) -> list[list[int]]:
     ranks = list(range(n))
     rng.shuffle(ranks)
-    if n < 4:
-        return [ranks]
+    if n < 4 or rng.random() < 0.08:
+        return [ranks]  # one group of every rank, in shuffled order
     out: list[list[int]] = []
     i = 0
     while i < n:
@@ -357,10 +381,23 @@ def _irregular(rng: random.Random, net: dict, sysj: dict) -> tuple[list, dict | 
                     partition.append((gid, members))
             gid_of = {m: gid for gid, ms in partition for m in ms} if kind == "group" else {}
             inv = _involved_dim(rng, nd) if kind == "world" else None
+            world_pg = rng.choice(["0", ""]) if kind == "world" and rng.random() < 0.04 else None
             pre = rng.choice(["none", "chain", "fanin", "free"])
             post = rng.choice(["none", "none", "one", "fanout"])
             d0 = _duration(rng)
+            # messages beside the collective: issued from the same frontier (a send takes the
+            # communication slot first, being the lower node id), joined by the next round
+            side: dict[int, list[list]] = {}
+            if n >= 2 and rng.random() < 0.25:
+                pool = [ms for _, ms in partition if len(ms) >= 2] if kind == "group" else [list(range(n))]
+                for _ in range(rng.randint(1, 3)):
+                    src, dst = rng.sample(rng.choice(pool) if pool and rng.random() < 0.6 else list(range(n)), 2)
+                    size, tag = _round_size(rng), rng.randint(100000, 999999)
+                    side.setdefault(src, []).append(["S", dst, size, tag, None])
+                    side.setdefault(dst, []).append(["R", src, size, tag, None])
             for r in range(n):
+                base = list(R.front[r])
+                extra = [R.add(r, node, deps=base) for node in side.get(r, [])]
                 dur = d0 if equal_durations else _duration(rng)
                 if pre == "chain":
                     R.front[r] = [R.add(r, ["C", dur, None])]
@@ -370,12 +407,12 @@ def _irregular(rng: random.Random, net: dict, sysj: dict) -> tuple[list, dict | 
                     R.front[r] = [a, b]
                 elif pre == "free":
                     R.add(r, ["C", dur, None], deps=[])
-                x = R.add(r, ["X", ct, size, None, gid_of.get(r), inv])
-                R.front[r] = [x]
+                x = R.add(r, ["X", ct, size, None, gid_of.get(r, world_pg), inv])
+                R.front[r] = [x] + extra
                 if post == "one":
                     R.front[r] = [R.add(r, ["C", _duration(rng), None])]
                 elif post == "fanout":
-                    R.front[r] = [R.add(r, ["C", _duration(rng), None]), R.add(r, ["C", _duration(rng), [x]], deps=[x])]
+                    R.front[r] = [R.add(r, ["C", _duration(rng), None]), R.add(r, ["C", _duration(rng), [x]], deps=[x])] + extra
         elif kind == "p2p":
             msgs = []
             for _ in range(rng.randint(1, max(1, n))):
@@ -533,7 +570,11 @@ def generate_spec(seed: int) -> dict:
             graphs, groups = _irregular(rng, net, sysj)
         else:
             graphs, groups, edge = _edge(rng, net, sysj)
+        _roofline(rng, sysj, graphs)
         spec = _pack(kind, net, sysj, groups, graphs, edge)
+        cli = _cli(rng)
+        if cli:
+            spec["cli"] = cli
         if estimate_messages(spec) <= MESSAGE_BUDGET:
             return spec
         sysj["preferred-dataset-splits"] = 1  # too big: the same case with one chunk, if that fits
@@ -597,7 +638,8 @@ def materialize(spec: dict, out_dir: str | os.PathLike) -> Path:
         for i, node in enumerate(g):
             k = node[0]
             if k in ("C", "c"):
-                b.comp(f"comp{i}", node[1] * 1000, node[2], is_cpu_op=k == "c")
+                roof = {"num_ops": node[3], "tensor_size": node[4]} if len(node) > 3 else {}
+                b.comp(f"comp{i}", node[1] * 1000, node[2], is_cpu_op=k == "c", **roof)
             elif k == "X":
                 _, ct, size, deps, pg, inv = node
                 b.collective(f"{ct}{i}", COLLECTIVES[ct], size, deps, pg_name=pg,
@@ -623,13 +665,15 @@ def case_paths(d: str | os.PathLike) -> dict[str, Path | None]:
 # ASTRA-sim (the instrument)
 # ---------------------------------------------------------------------------------------------
 
-def astra_sim_command(bin_dir: str | os.PathLike, backend: str, d: str | os.PathLike) -> list[str]:
+def astra_sim_command(bin_dir: str | os.PathLike, backend: str, d: str | os.PathLike,
+                      cli: dict | None = None) -> list[str]:
     p = case_paths(d)
-    cmd = [str(Path(bin_dir).resolve() / ASTRA_BINARIES[backend]),
+    cmd = [str(Path(bin_dir) / ASTRA_BINARIES[backend]),
            f"--workload-configuration={p['workload']}", f"--system-configuration={p['system']}",
            f"--network-configuration={p['network']}", f"--remote-memory-configuration={p['memory']}"]
     if p["groups"] is not None:
         cmd.append(f"--comm-group-configuration={p['groups']}")
+    cmd += [f"--{k}={v}" for k, v in (cli or {}).items()]
     cmd.append(f"--logging-folder={Path(d) / 'log'}")
     return cmd
 
@@ -643,9 +687,9 @@ def expand_cycles(value: Any, npus: int) -> list[int]:
 
 
 def run_astra_sim(bin_dir: str | os.PathLike, backend: str, d: str | os.PathLike, npus: int,
-                  timeout_s: float = 20.0) -> dict:
+                  timeout_s: float = 20.0, cli: dict | None = None) -> dict:
     """Run one ASTRA-sim binary on a case folder; its status and cycles (see the module doc)."""
-    cmd = astra_sim_command(bin_dir, backend, d)
+    cmd = astra_sim_command(Path(bin_dir).resolve(), backend, d, cli)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(d),
                             start_new_session=True)
     try:
@@ -701,7 +745,7 @@ def measure_case(spec: dict, bin_dir: str | os.PathLike, timeout_s: float = 20.0
     npus = math.prod(spec["network"]["npus_count"])
     with tempfile.TemporaryDirectory(prefix="dtsim-diff-", dir=workdir) as tmp:
         d = materialize(spec, tmp)
-        return {b: run_astra_sim(bin_dir, b, d, npus, timeout_s) for b in BACKENDS}
+        return {b: run_astra_sim(bin_dir, b, d, npus, timeout_s, spec.get("cli")) for b in BACKENDS}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -709,7 +753,7 @@ def measure_case(spec: dict, bin_dir: str | os.PathLike, timeout_s: float = 20.0
 # ---------------------------------------------------------------------------------------------
 
 def run_dtsim(d: str | os.PathLike, backend: str, mode: str = "default", verify_shortcuts: bool = False,
-              max_wall_s: float = 120.0) -> dict:
+              max_wall_s: float = 120.0, cli: dict | None = None) -> dict:
     """dtsim in-process on a case folder: ``{"status": "ok", "cycles": [...], "warnings": [...]}``,
     or status ``input-error`` / ``deadlock`` / ``limit`` / ``internal-error`` with the message."""
     from network.errors import InputError, SimulationLimitError
@@ -717,6 +761,9 @@ def run_dtsim(d: str | os.PathLike, backend: str, mode: str = "default", verify_
 
     p = case_paths(d)
     kw = dict(MODES[mode])
+    cli = cli or {}
+    kw["num_queues_per_dim"] = int(cli.get("num-queues-per-dim", 1))
+    kw["injection_scale"] = float(cli.get("injection-scale", 1.0))
     if verify_shortcuts:
         kw["verify_shortcuts"] = True
     with warnings.catch_warnings(record=True) as caught:
@@ -847,6 +894,10 @@ def features(spec: dict) -> Counter:
         f[u] += 1
     if spec.get("groups"):
         f["comm groups"] += 1
+    for k in spec.get("cli") or {}:
+        f[f"cli --{k}"] += 1
+    if sysj.get("roofline-enabled"):
+        f["roofline"] += 1
     f[f"symmetric={'yes' if spec['kind'] in ('uniform', 'layout') else 'no'}"] += 1
     f[f"splits={sysj['preferred-dataset-splits']}"] += 1
     f[f"collective-optimization={sysj['collective-optimization']}"] += 1
@@ -876,9 +927,19 @@ def corpus_stats(records: list[dict]) -> str:
 # Checking dtsim
 # ---------------------------------------------------------------------------------------------
 
-def check_record(rec: dict, modes: Iterable[str], workdir: str | os.PathLike | None = None,
-                 keep_dir: str | os.PathLike | None = None, verify: bool = False) -> list[dict]:
-    """dtsim on one corpus record in every mode and backend with an ASTRA-sim answer: one row each."""
+def check_runs(modes: Iterable[str], verify: bool) -> list[tuple[str, bool]]:
+    """(mode, verify_shortcuts) pairs: each mode, and the default mode once more checked against the
+    event path where run_simulation can do that."""
+    runs = [(m, False) for m in modes]
+    if verify and "default" in modes and verify_shortcuts_supported():
+        runs.append(("default", True))
+    return runs
+
+
+def check_record(rec: dict, runs: Iterable[tuple[str, bool]], workdir: str | os.PathLike | None = None,
+                 keep_dir: str | os.PathLike | None = None) -> list[dict]:
+    """dtsim on one corpus record for each (mode, verify_shortcuts) of ``runs`` on each backend
+    with an ASTRA-sim answer: one row each."""
     spec = rec["spec"]
     npus = math.prod(spec["network"]["npus_count"])
     rows = []
@@ -888,10 +949,11 @@ def check_record(rec: dict, modes: Iterable[str], workdir: str | os.PathLike | N
             astra = rec["astra"][b]
             if astra["status"] == "unsupported":
                 continue
-            for mode in modes:
+            for mode, verify in runs:
                 t0 = time.perf_counter()
-                got = run_dtsim(d, b, mode, verify_shortcuts=verify and mode == "default")
-                rows.append({"id": rec["id"], "backend": b, "mode": mode, "astra": astra["status"],
+                got = run_dtsim(d, b, mode, verify_shortcuts=verify, cli=spec.get("cli"))
+                rows.append({"id": rec["id"], "backend": b, "mode": mode + ("+verify" if verify else ""),
+                             "astra": astra["status"],
                              "astra_message": astra.get("message"), "dtsim": got["status"],
                              "dtsim_message": got.get("message"), "mismatch": compare(astra, got, npus),
                              "wall_s": time.perf_counter() - t0})
@@ -903,13 +965,13 @@ def check_record(rec: dict, modes: Iterable[str], workdir: str | os.PathLike | N
 
 
 def _check_job(args: tuple) -> list[dict]:
-    rec, modes, keep_dir, verify = args
-    return check_record(rec, modes, keep_dir=keep_dir, verify=verify)
+    rec, runs, keep_dir = args
+    return check_record(rec, runs, keep_dir=keep_dir)
 
 
-def check_records(records: list[dict], modes: list[str], jobs: int = 2, keep_dir: str | None = None,
-                  verify: bool = False) -> list[dict]:
-    args = [(rec, modes, keep_dir, verify) for rec in records]
+def check_records(records: list[dict], runs: list[tuple[str, bool]], jobs: int = 2,
+                  keep_dir: str | None = None) -> list[dict]:
+    args = [(rec, runs, keep_dir) for rec in records]
     if jobs <= 1:
         return [row for a in args for row in _check_job(a)]
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
@@ -989,10 +1051,10 @@ def cmd_check(a: argparse.Namespace) -> int:
         source = f"{len(records)} cases of {a.corpus}"
     keep = Path(a.keep_dir)
     keep.mkdir(parents=True, exist_ok=True)
-    verify = a.verify_shortcuts and verify_shortcuts_supported()
-    rows = check_records(records, _modes(a.mode), a.jobs, str(keep), verify)
+    runs = check_runs(_modes(a.mode), a.verify_shortcuts)
+    rows = check_records(records, runs, a.jobs, str(keep))
     bad = [r for r in rows if r["mismatch"]]
-    print(f"{source}; modes {', '.join(_modes(a.mode))}; {time.perf_counter() - t0:.1f} s")
+    print(f"{source}; modes {', '.join(m + ('+verify' if v else '') for m, v in runs)}; {time.perf_counter() - t0:.1f} s")
     print(summary_table(rows))
     corpus_arg = "" if a.seed is not None else f" --corpus {a.corpus}"
     for r in bad:
@@ -1019,9 +1081,11 @@ def cmd_materialize(a: argparse.Namespace) -> int:
     p = case_paths(d)
     groups = f" --comm-group-configuration {p['groups']}" if p["groups"] else ""
     print(f"{rec['id']}: wrote {d}")
+    cli = rec["spec"].get("cli") or {}
+    flags = "".join(f" --{k} {v}" for k, v in cli.items())
     print(f"  dtsim:     python -m system.main --workload {p['workload']} --network {p['network']} "
-          f"--system {p['system']}{groups} [--backend congestion-aware] [--no-symmetry] [--no-batching]")
-    print("  ASTRA-sim: " + " ".join(astra_sim_command("BIN_DIR", "congestion-unaware", d)))
+          f"--system {p['system']}{groups}{flags} [--backend congestion-aware] [--no-symmetry] [--no-batching]")
+    print("  ASTRA-sim: " + " ".join(astra_sim_command("BIN_DIR", "congestion-unaware", d, cli)))
     if rec.get("astra"):
         for b, res in rec["astra"].items():
             print(f"  ASTRA-sim {b}: {json.dumps(res)}")
