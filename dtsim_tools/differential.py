@@ -686,9 +686,35 @@ def expand_cycles(value: Any, npus: int) -> list[int]:
     return [value["all"]] * npus if isinstance(value, dict) else list(value)
 
 
+HEAP_WORDS = ("malloc", "free()", "corrupted", "double free", "fastbin")  #: glibc's heap-check aborts
+HEAP_ATTEMPTS = 5
+
+
 def run_astra_sim(bin_dir: str | os.PathLike, backend: str, d: str | os.PathLike, npus: int,
                   timeout_s: float = 20.0, cli: dict | None = None) -> dict:
-    """Run one ASTRA-sim binary on a case folder; its status and cycles (see the module doc)."""
+    """Run one ASTRA-sim binary on a case folder; its status and cycles (see the module doc).
+
+    ASTRA-sim corrupts its heap on some inputs; glibc then aborts at a point that moves from run
+    to run (address-space randomisation), sometimes after every rank printed its finished line. Such
+    a run is retried up to HEAP_ATTEMPTS times: an attempt where every rank finished gives status
+    ``ok`` (with ``rc``, ``message`` and ``attempts``), else the crash is kept with ``heap: true``
+    and is no reference (``compare`` skips it: nothing in the input predicts where glibc aborts)."""
+    res: dict = {}
+    for attempt in range(1, HEAP_ATTEMPTS + 1):
+        res = _run_astra_sim_once(bin_dir, backend, d, npus, timeout_s, cli)
+        heap = any(w in res.get("message", "") for w in HEAP_WORDS)
+        if not heap or (res["status"] == "ok" and attempt == 1):
+            return res
+        if res["status"] == "ok":
+            res["attempts"] = attempt
+            return res
+    res["heap"] = True
+    res["attempts"] = HEAP_ATTEMPTS
+    return res
+
+
+def _run_astra_sim_once(bin_dir: str | os.PathLike, backend: str, d: str | os.PathLike, npus: int,
+                        timeout_s: float, cli: dict | None) -> dict:
     cmd = astra_sim_command(Path(bin_dir).resolve(), backend, d, cli)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(d),
                             start_new_session=True)
@@ -792,7 +818,7 @@ def _first_line(e: BaseException) -> str:
 def compare(astra: dict, dtsim: dict, npus: int) -> str | None:
     """None when dtsim's answer is acceptable for ASTRA-sim's, else what is wrong."""
     st = astra["status"]
-    if st == "unsupported":
+    if st == "unsupported" or astra.get("heap"):  # no reference: see run_astra_sim
         return None
     if st == "ok":
         want = expand_cycles(astra["cycles"], npus)
@@ -890,10 +916,16 @@ def features(spec: dict) -> Counter:
             f[f"impl[{ct}]={re.sub(r'[0-9]+$', 'N', impl)}"] += 1
         if len(sysj[IMPL_KEYS[ct]]) != len(net["npus_count"]):
             used.add("impl list length != dims")
+    if any(node[0] == "X" and node[4] in ("0", "") for g in graphs for node in g):
+        used.add("pg_name 0 or empty")
     for u in used:
         f[u] += 1
     if spec.get("groups"):
         f["comm groups"] += 1
+        if any(ms != sorted(ms) for ms in spec["groups"].values()):
+            f["comm groups listed unsorted"] += 1
+    if "local-reduction-delay" in sysj:
+        f["local-reduction-delay"] += 1
     for k in spec.get("cli") or {}:
         f[f"cli --{k}"] += 1
     if sysj.get("roofline-enabled"):
@@ -984,9 +1016,9 @@ def summary_table(rows: list[dict]) -> str:
         c = cells.setdefault((r["backend"], r["mode"]), Counter())
         c["runs"] += 1
         c["mismatch" if r["mismatch"] else "agree"] += 1
-    out = [f"{'backend':<20} {'mode':<12} {'runs':>6} {'agree':>6} {'mismatch':>9}"]
+    out = [f"{'backend':<20} {'mode':<15} {'runs':>6} {'agree':>6} {'mismatch':>9}"]
     for (b, m), c in sorted(cells.items()):
-        out.append(f"{b:<20} {m:<12} {c['runs']:>6} {c['agree']:>6} {c['mismatch']:>9}")
+        out.append(f"{b:<20} {m:<15} {c['runs']:>6} {c['agree']:>6} {c['mismatch']:>9}")
     return "\n".join(out)
 
 
