@@ -44,7 +44,7 @@ class CommunicatorGroup:
         if len(self.involved_npus) == self.sys.total_nodes:
             plan = CollectivePlan(self.sys.get_logical_topology(com_type), impls, None)
         else:
-            if impls and impls[0].type is ImplType.DOUBLE_BINARY_TREE:
+            if len(impls) == 1 and impls[0].type is ImplType.DOUBLE_BINARY_TREE:  # a longer list is a ring there too
                 self.sys.divergences.note(("dbt-group", com_type), (
                     f"{com_type.config_name} on communicator group {self.id} ({len(self.involved_npus)} of "
                     f"{self.sys.total_nodes} ranks) with doubleBinaryTree: ASTRA-sim crashes on a tree over a "

@@ -63,8 +63,9 @@ class RingTopology:
         """Equal on every member's copy of one ring, different for another ring (made once)."""
         key = self._identity
         if key is None:
-            key = self._identity = (self.nodes_in_ring, self._base, self._offset) if self._list is None \
-                else tuple(self._list)
+            # tagged: a strided ring (n, base, offset) and a listed one of three members are other rings
+            key = self._identity = ("strided", self.nodes_in_ring, self._base, self._offset) if self._list is None \
+                else ("listed", *self._list)
         return key
 
     def member_at(self, index: int) -> int:

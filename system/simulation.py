@@ -20,6 +20,7 @@ from network.errors import FastPathConflict, MessageMismatchError, SimulationLim
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
+from system.errors import SystemConfigError
 from system.dimension_use import uncovered_dimensions
 from system.divergence import AstraSimDiffers, Divergences, world_tag_disagreements
 from system.heap import fewer_collections
@@ -134,6 +135,7 @@ def run_simulation(
         )
     name = canonical_name(backend or net.backend or DEFAULT_BACKEND)
     npus = net.topology.npus_count
+    _check_list_lengths(sys_cfg, len(net.topology.npus_count_per_dim))
     graphs = load_workload_graphs(workload, npus)
     _check_wall(t0, max_wall_s, "reading the workload")
     groups_spec: dict[int, list[int]] = {}
@@ -178,7 +180,8 @@ def run_simulation(
     representative = sym is not None and not isinstance(sym, Orbits)
     shortcut = attempt.name if attempt.name != "batched" or run.batched_messages else "none"
     stats = net_backend.stats()
-    differs = run.divergences.messages
+    backend_notes = getattr(net_backend, "astra_sim_notes", None)
+    differs = _network_notes(net, name) + (backend_notes() if backend_notes else []) + run.divergences.messages
     batched_messages = run.batched_messages
     for message in differs:
         warnings.warn(message, AstraSimDiffers, stacklevel=3)
@@ -309,6 +312,30 @@ class _RankRun:
             if note is not None:
                 divergences.note("world-tags", note)
         return net_backend, systems, workloads
+
+
+def _check_list_lengths(config: SystemConfig, dims: int) -> None:
+    """ASTRA-sim builds a logical topology for each of the four lists when it starts, whichever the
+    workload runs, and asserts that none is longer than the network's dimensions."""
+    for collective, impls in config.implementations.items():
+        if len(impls) > dims:
+            raise SystemConfigError(
+                config.path, f"key '{collective}-implementation'",
+                f"lists {len(impls)} implementations but the network has {dims} dimension(s); ASTRA-sim aborts "
+                "on such a list when it starts (GeneralComplexTopology.cc: 'collective_impl.size() <= "
+                "dimension_size.size()'), whether or not the workload runs that collective")
+
+
+def _network_notes(net: NetworkConfig, backend: str) -> list[str]:
+    """What the network file asks of ASTRA-sim that it does not run (system/divergence.py)."""
+    if backend != "congestion-aware" or getattr(net.topology, "graph", None) is not None:
+        return []
+    rings = [d for d, dim in enumerate(net.topology.dims) if dim.kind.value == "Ring" and dim.npus_count == 2]
+    if not rings:
+        return []
+    return [f"{net.path or 'the network'}: dimension(s) {', '.join(map(str, rings))} is a Ring of 2 NPUs; ASTRA-sim's "
+            "congestion-aware backend aborts on it (Device.cpp: 'Assertion !connected(id)', exit 134: its two "
+            "directions are one pair of links), dtsim builds one link each way, as FullyConnected(2)"]
 
 
 def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:

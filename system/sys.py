@@ -103,7 +103,7 @@ class Sys(RendezvousMixin, CollectiveGeneration):
     # -- memory bus: the per-packet endpoint delay and reduction (MemBus, PacketBundle) ----
     def mem_bus_transfer(self, stream: StreamBaseline, fast: bool, needs_processing: bool, size: int) -> None:
         delay = 10 if fast else self.communication_delay
-        if not delay:
+        if not delay and not self.now():
             self.note_zero_delay()
         # register_event, inlined: this runs once per collective message
         t = self.now() + delay
@@ -152,13 +152,16 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         tag = stream.stream_id % (COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET) + COLLECTIVE_TAG_OFFSET
         self._net_recv(src, size, tag, stream.dataset.label, self._on_collective_packet, stream)
 
-    def note_zero_delay(self) -> None:
+    def note_zero_delay(self, what: str | None = None) -> None:
+        """An event at time 0 registered before the clock runs: ASTRA-sim's analytical event queue
+        asserts that its first event lies after time 0 (EventQueue::proceed); later same-time
+        events join the list being run and are fine."""
         if "zero-delay" not in self.divergences:
+            what = what or (f"endpoint-delay 0 ({self.config.path or 'the system configuration'}, after "
+                            "--injection-scale) puts a collective's first packet through the endpoint in 0 ns")
             self.divergences.note("zero-delay", (
-                f"{self.config.path or 'the system configuration'}: endpoint-delay is 0 (after --injection-scale), "
-                "so a collective's packets take 0 ns through the endpoint; ASTRA-sim aborts on such an event "
-                "(assertion in EventQueue.cpp: an event must lie in the future, exit 134); dtsim runs them "
-                "at 0 ns. An endpoint-delay of 1 or more runs in both"))
+                f"rank {self.id}: {what} at time 0; ASTRA-sim aborts on an event at time 0 (EventQueue.cpp "
+                "assertion: the first event must lie after time 0, exit 134), dtsim runs it at time 0"))
 
     def note_zero_message(self, stream: StreamBaseline) -> None:
         label = stream.dataset.label

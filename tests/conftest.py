@@ -79,3 +79,15 @@ def example_args() -> list[str]:
         "--network", str(EXAMPLES / "network" / "Ring_8npus.yml"),
         "--system", str(EXAMPLES / "system" / "Ring_4chunks.json"),
     ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The differential corpus beyond CI's sample (marked ``corpus`` and ``slow``) runs when asked
+    for: ``-m slow``, ``-m corpus`` or ``DTSIM_FULL_CORPUS=1``; the default run deselects it."""
+    expr = config.option.markexpr or ""
+    if os.environ.get("DTSIM_FULL_CORPUS") or "slow" in expr or "corpus" in expr:
+        return
+    rest = [item for item in items if item.get_closest_marker("corpus")]
+    if rest:
+        config.hook.pytest_deselected(items=rest)
+        items[:] = [item for item in items if not item.get_closest_marker("corpus")]

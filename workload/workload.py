@@ -214,6 +214,10 @@ class Workload:
         tensor_size = node.tensor_size or 0
         if tensor_size == 0:
             # ASTRA-sim finishes such a node without waking its children (a stall); we finish it properly
+            self.sys.divergences.note("roofline-empty", (
+                f"{self.graph.path}: {node.describe()} is a roofline COMP with tensor_size 0; ASTRA-sim finishes "
+                "it without releasing the nodes that depend on it, so its rank never finishes (exit 0, no "
+                "finished line); dtsim finishes it at once and runs on"))
             self._finish(node.id)
             return True
         if cfg.peak_perf_tflops <= 0 or cfg.local_mem_bw_gb_s <= 0:
@@ -226,6 +230,8 @@ class Workload:
         else:
             runtime = int(float(num_ops) / perf * 1e9)
         self.compute_ns += runtime
+        if not runtime and not self.sys.now():
+            self.sys.note_zero_delay(f"{node.describe()} is a roofline COMP of 0 ns")
         self.sys.register_event(runtime, self._node_done, node.id)
         return False
 

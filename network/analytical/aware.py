@@ -153,6 +153,7 @@ class CongestionAwareBackend(AnalyticalBackend):
                 self._switch_base.append(None)
         self.devices_count = nxt
         self._links: dict[tuple[int, int], Link] = {}
+        self.time_zero_event: tuple[int, int, int] | None = None  # a message freeing its link at time 0
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
         self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: Link(
             a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived))  # None: no topology file
@@ -166,6 +167,9 @@ class CongestionAwareBackend(AnalyticalBackend):
             if route is None:
                 route = self._routes[(src, dst)] = self._build_route(src, dst)
         link = route[0]
+        if not self.queue.now and not self.time_zero_event and \
+                not link_serialization_ns(size_bytes, link.bytes_per_ns):
+            self.time_zero_event = (src, dst, size_bytes)  # see astra_sim_notes
         if link.claim_until > self.queue.now:
             raise FastPathConflict(f"a message {src} -> {dst} meets a batched ring phase on link {link.src}->{link.dst}")
         # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
@@ -268,6 +272,18 @@ class CongestionAwareBackend(AnalyticalBackend):
         return hops
 
     # -- reporting ----------------------------------------------------------------------
+    def astra_sim_notes(self) -> list[str]:
+        """Inputs of this run on which ASTRA-sim's congestion-aware binary gives no answer: a
+        message sent at time 0 that leaves its first link in 0 ns (fewer bytes than the link moves
+        in 1 ns) puts the link's release at time 0, and ASTRA-sim's event queue asserts that its
+        first event lies after time 0; later, such an event joins the list being run."""
+        if self.time_zero_event is None or self._graph is not None:
+            return []
+        src, dst, size = self.time_zero_event
+        return [f"rank {src}'s message of {size} B to rank {dst} at time 0 leaves its first link in 0 ns; ASTRA-sim's "
+                "congestion-aware backend aborts on the link's release at time 0 (EventQueue.cpp assertion: the "
+                "first event must lie after time 0, exit 134), dtsim frees the link at time 0"]
+
     def stats(self) -> dict[str, object]:
         out = super().stats()
         links = self._links.values()

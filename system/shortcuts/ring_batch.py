@@ -133,6 +133,8 @@ class RingBatcher:
             return False
         if not algo.msg_size:
             sys.note_zero_message(algo.stream)  # what Sys.collective_send_recv would note
+        if not algo.fast and not sys.communication_delay and not self._now():
+            sys.note_zero_delay()  # what Sys.mem_bus_transfer would note of the phase's first packet
         topo = algo.topology
         n = algo.nodes_in_ring
         stream = algo.stream

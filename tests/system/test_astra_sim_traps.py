@@ -212,3 +212,85 @@ def test_report_to_dev_stdout(example_args: list[str]) -> None:
     r = run_cli(*example_args, "--report", "/dev/stdout")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["totals"]["end_cycles"] == 64440
+
+
+def test_a_group_ring_and_a_strided_ring_never_share_an_identity() -> None:
+    from system.logical_topology import RingTopology
+
+    listed = RingTopology(3, [2, 3, 4], local=True)  # a communicator group's ring
+    strided = RingTopology.homogeneous(3, 2, 4)  # ranks 3 and 7: dimension 1 of FC(4) x FC(2)
+    assert strided.members == [3, 7] and listed.identity != strided.identity
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["default", "no-symmetry", "no-batching"])
+def test_world_ring_after_group_rings_of_three_is_batched_exactly(tmp_path: Path, mode) -> None:
+    """Found by the differential corpus (c2903): the batcher took the shape of group [2, 3, 4]'s
+    ring for the dimension-1 ring of ranks 3 and 7, whose identity tuple was the same."""
+    groups = {1: [6, 5, 7], 2: [2, 3, 4], 3: [0, 1], 4: [4, 5, 6, 7], 5: [3, 2], 6: [0, 1]}
+    own = {r: g for g in (1, 2, 3) for r in groups[g]}
+    for r in range(8):
+        b = GraphBuilder()
+        ar = b.collective("AR0", "ALL_REDUCE", 655360, pg_name=str(own[r]))
+        b.collective("AG1", "ALL_GATHER", 24576, deps=[ar])
+        b.write(tmp_path / "w", r)
+    net = NetworkConfig.from_dict({"topology": ["FullyConnected", "FullyConnected"], "npus_count": [4, 2],
+                                   "bandwidth": [50, 200], "latency": [1000, 500]})
+    cfg = _sys(scheduling_policy="FIFO", endpoint_delay=5, local_mem_bw=50, collective_optimization="baseline",
+               all_reduce_implementation=["doubleBinaryTree", "ring"], all_gather_implementation=["ring", "ring"],
+               reduce_scatter_implementation=["oneRing", "direct1"], all_to_all_implementation=["ring", "ring"])
+    r, notes = _run(tmp_path / "w", net, cfg, groups, **mode)
+    assert r.finish_ns == [52929] * 4 + [52315, 52929, 52929, 52315]  # ASTRA-sim's
+    assert notes == []  # a several-entry list with a tree runs as a ring on a group in ASTRA-sim too
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["default", "no-symmetry", "no-batching"])
+def test_endpoint_delay_zero_warns_only_where_an_event_falls_at_time_zero(tmp_path: Path, mode) -> None:
+    b = GraphBuilder()
+    b.collective("ar", "ALL_REDUCE", 1 << 20)
+    first = b.write(tmp_path / "now.et")
+    b = GraphBuilder()
+    b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[b.comp("c", 5000)])
+    later = b.write(tmp_path / "later.et")
+    cfg = _sys(endpoint_delay=0, preferred_dataset_splits=4)
+    _, notes = _run(first, _net(["Ring"], [4]), cfg, **mode)
+    assert len(notes) == 1 and "time 0" in notes[0] and "exit 134" in notes[0]
+    _, notes = _run(later, _net(["Ring"], [4]), cfg, **mode)
+    assert notes == []  # ASTRA-sim's event queue takes same-time events once it runs
+
+
+def test_tiny_message_at_time_zero_on_the_aware_backend_warns(tmp_path: Path) -> None:
+    for r in range(2):
+        b = GraphBuilder()
+        (b.send if r == 0 else b.recv)("p", 0, 1, 16, 7)
+        b.write(tmp_path / "w", r)
+    _, notes = _run(tmp_path / "w", _net(["FullyConnected"], [2], "congestion-aware"), _sys())
+    assert len(notes) == 1 and "16 B" in notes[0] and "0 ns" in notes[0]
+    _, notes = _run(tmp_path / "w", _net(["FullyConnected"], [2]), _sys())
+    assert notes == []  # the unaware backend adds the latency: no event at time 0
+
+
+def test_aware_ring_of_two_warns(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    b.collective("ar", "ALL_REDUCE", 1 << 20)
+    spec = b.write(tmp_path / "w.et")
+    r, notes = _run(spec, _net(["Ring"], [2], "congestion-aware"), _sys())
+    assert len(notes) == 1 and "Ring of 2 NPUs" in notes[0]
+    fc, _ = _run(spec, _net(["FullyConnected"], [2], "congestion-aware"), _sys())
+    assert r.finish_ns == fc.finish_ns
+
+
+def test_implementation_list_longer_than_the_network_is_refused_even_unused(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    b.collective("rs", "REDUCE_SCATTER", 1 << 20)
+    with pytest.raises(InputError, match="all-reduce-implementation.*lists 2 implementations.*whether or not"):
+        run_simulation(str(b.write(tmp_path / "w.et")), _net(["Ring"], [4]),
+                       _sys(all_reduce_implementation=["oneRing", "ring"]))
+
+
+def test_roofline_node_without_tensor_size_warns(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    c = b.comp("c", 0, num_ops=1000, tensor_size=0)
+    b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c])
+    r, notes = _run(b.write(tmp_path / "w.et"), _net(["Ring"], [4]), _sys(roofline_enabled=1, peak_perf=900))
+    assert any("tensor_size 0" in n and "never finishes" in n for n in notes)
+    assert r.finish_ns[0] > 0

@@ -34,7 +34,7 @@ def _params(sample: bool) -> list:
     for rec in RECORDS:
         if (rec["id"] in _SAMPLE) != sample:
             continue
-        marks = () if sample else (pytest.mark.slow,)
+        marks = () if sample else (pytest.mark.slow, pytest.mark.corpus)  # conftest.py: opt-in
         out.append(pytest.param(rec, id=rec["id"], marks=marks))
     return out
 
