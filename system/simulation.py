@@ -160,6 +160,9 @@ def run_simulation(
         warnings.warn(unused, stacklevel=3)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter to the
     # shortcuts: the graphs they take have no MEM_LOAD/MEM_STORE nodes
+    static_notes = _network_notes(net, name)  # said before the run: a stuck run reports them too
+    for message in static_notes:
+        warnings.warn(message, AstraSimDiffers, stacklevel=3)
     attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
                                         batching=batching, rendezvous=rendezvous)
     run = _RankRun(net, sys_cfg, name, graphs, groups_spec, remote_memory, num_queues_per_dim,
@@ -181,9 +184,10 @@ def run_simulation(
     shortcut = attempt.name if attempt.name != "batched" or run.batched_messages else "none"
     stats = net_backend.stats()
     backend_notes = getattr(net_backend, "astra_sim_notes", None)
-    differs = _network_notes(net, name) + (backend_notes() if backend_notes else []) + run.divergences.messages
+    run_notes = (backend_notes() if backend_notes else []) + run.divergences.messages
+    differs = static_notes + run_notes
     batched_messages = run.batched_messages
-    for message in differs:
+    for message in run_notes:
         warnings.warn(message, AstraSimDiffers, stacklevel=3)
     if representative:
         workloads = [workloads[0]] + [RankView(workloads[0], r) for r in range(1, npus)]
