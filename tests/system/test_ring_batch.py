@@ -152,6 +152,8 @@ def test_other_traffic_on_a_claimed_link_reruns_on_the_event_path(tmp_path: Path
     assert fast.finish_ns == plain.finish_ns
     assert fast.network_stats["max_link_queue"] == plain.network_stats["max_link_queue"] > 0
     assert fast.inputs["batched_ring_messages"] == 0  # the run that answered is the event path's
+    assert fast.inputs["shortcut"] == "none"
+    assert any(d.startswith("batched: abandoned at run time") for d in fast.inputs["shortcuts_declined"])
     unaware = run_simulation(spec, net, cfg, symmetry=False)  # no links to share: batched
     assert unaware.inputs["batched_ring_messages"] == 2 * 4 * 6
 
