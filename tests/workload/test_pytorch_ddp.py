@@ -148,7 +148,14 @@ def test_run_under_torchrun(tmp_path) -> None:
                       "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                       + SCRIPT.replace("model = ", "model = DDP(").replace("Linear(64, 4))", "Linear(64, 4)))"))
     out = tmp_path / "traces"
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-                    "-m", "workload.collect", "run", "--step", "2", "--out", str(out), "--", str(script), "3"],
-                   check=True, capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    for attempt in range(3):
+        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                            "--master-port", str(free_port()), "-m", "workload.collect", "run", "--step", "2",
+                            "--out", str(out), "--", str(script), "3"],
+                           capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+        # torch's gloo teardown sometimes ends a finished worker in std::terminate (exit 250, about 1
+        # run in 7 here, with or without destroy_process_group): that run proves nothing either way
+        if r.returncode == 0 or b"terminate called without an active exception" not in r.stderr:
+            break
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
     _check_counts(_convert_and_simulate(out, 2, tmp_path), out, 2)
