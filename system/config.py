@@ -122,6 +122,17 @@ class SystemConfig(NamedTuple):
     def impls_for(self, collective: str) -> tuple[CollectiveImpl, ...]:
         return self.implementations.get(collective, ())
 
+    def check_list_lengths(self, dims: int) -> None:
+        """ASTRA-sim builds a logical topology for each of the four lists when it starts, whichever
+        the workload runs, and asserts that none is longer than the network's dimensions."""
+        for collective, impls in self.implementations.items():
+            if len(impls) > dims:
+                raise SystemConfigError(
+                    self.path, f"key '{collective}-implementation'",
+                    f"lists {len(impls)} implementations but the network has {dims} dimension(s); ASTRA-sim "
+                    "aborts on such a list when it starts (GeneralComplexTopology.cc: 'collective_impl.size() <= "
+                    "dimension_size.size()'), whether or not the workload runs that collective")
+
     @classmethod
     def default(cls) -> "SystemConfig":
         """ASTRA-sim's Ring_4chunks.json example: the config users start from."""

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from chakra_proto import enums as pb
-from system.config import SystemConfig
-from system.config import CONFIG_NAMES
+from system.config import CONFIG_NAMES, SystemConfig
 
 
 def uncovered_dimensions(graphs: Sequence[Any], config: SystemConfig, topology: Any,

@@ -43,11 +43,7 @@ class CollectiveGeneration:
                 self.config.path, f"key '{com_type.config_name}-implementation'",
                 f"the workload runs a {com_type.config_name} but no implementation is configured for it",
             )
-        if len(impls) > len(self.physical_dims):
-            raise SystemConfigError(
-                self.config.path, f"key '{com_type.config_name}-implementation'",
-                f"lists {len(impls)} implementations but the network has {len(self.physical_dims)} dimension(s)",
-            )
+        self.config.check_list_lengths(len(self.physical_dims))
         self._native_impls[com_type] = impls
         return impls
 

@@ -255,7 +255,7 @@ def _warn_ignored_flags(args: argparse.Namespace) -> None:
 
 def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
     """The summary on stdout, then whatever files were asked for."""
-    from system.report import build_report, dump_json, format_summary, write_json_atomic
+    from system.report import build_report, dump_json, format_summary, write_json
 
     report = build_report(result) if not args.quiet or args.report or args.plot else None
     to_stdout = args.report == "-" or (args.report and Path(args.report).resolve() == Path("/dev/stdout").resolve())
@@ -266,11 +266,7 @@ def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
         _sys.stdout.write("\n")
         _sys.stdout.flush()
     elif args.report:
-        target = Path(args.report)
-        if target.exists() and not target.is_file():  # /dev/stdout, a pipe: no rename onto it
-            _output("--report", args.report, _write_json_plain, target, report)
-        else:
-            _output("--report", args.report, write_json_atomic, args.report, report)
+        _output("--report", args.report, write_json, args.report, report)
     if args.trace_out:
         from system.trace_export import write_traces
 
@@ -279,14 +275,6 @@ def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
         from system.plot import write_plot
 
         _output("--plot", args.plot, write_plot, result, report, args.plot)
-
-
-def _write_json_plain(path: Path, report: Any) -> None:
-    from system.report import dump_json
-
-    with open(path, "w") as f:
-        dump_json(report, f, indent=1)
-        f.write("\n")
 
 
 def _output(flag: str, path: str, write: Any, *write_args: Any) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any, Iterable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
@@ -280,6 +281,18 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,
         f"mean {sum(fin) / len(fin) if fin else 0:.1f}; {result.events} events in {result.wall_s:.3f} s wall"
     )
     return "\n".join(lines)
+
+
+def write_json(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:
+    """``write_json_atomic``, except onto something that is not a regular file (``/dev/stdout``, a
+    pipe), which cannot be renamed over and is written directly."""
+    p = Path(path)
+    if not p.exists() or p.is_file():
+        write_json_atomic(p, data, indent)
+        return
+    with open(p, "w") as f:
+        dump_json(data, f, indent=indent)
+        f.write("\n")
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:

@@ -20,15 +20,14 @@ from network.errors import FastPathConflict, MessageMismatchError, SimulationLim
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
-from system.errors import SystemConfigError
 from system.dimension_use import uncovered_dimensions
 from system.divergence import AstraSimDiffers, Divergences, world_tag_disagreements
 from system.heap import fewer_collections
 from system.remote_memory import load_remote_memory
-from system.shortcuts import Decline, Orbits, plan as plan_shortcuts
+from system.shortcuts import Orbits, plan as plan_shortcuts
 from system.shortcuts.orbit_network import OrbitNetwork
 from system.shortcuts.rank_view import RankView
-from system.shortcuts.ring_batch import RingBatcher, prove_on_pipes
+from system.shortcuts.ring_batch import RingBatcher
 from system.shortcuts.verify import ShortcutMismatch, verify  # noqa: F401 -- ShortcutMismatch re-exported
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
@@ -135,7 +134,7 @@ def run_simulation(
         )
     name = canonical_name(backend or net.backend or DEFAULT_BACKEND)
     npus = net.topology.npus_count
-    _check_list_lengths(sys_cfg, len(net.topology.npus_count_per_dim))
+    sys_cfg.check_list_lengths(len(net.topology.npus_count_per_dim))
     graphs = load_workload_graphs(workload, npus)
     _check_wall(t0, max_wall_s, "reading the workload")
     groups_spec: dict[int, list[int]] = {}
@@ -178,8 +177,6 @@ def run_simulation(
             declined.append(f"{attempt.name}: abandoned at run time ({first})")
             _check_wall(t0, max_wall_s, "trying a shortcut")
     sym = attempt.symmetry
-    if run.pipes_decline:
-        declined.append(f"batched: {run.pipes_decline}")
     representative = sym is not None and not isinstance(sym, Orbits)
     shortcut = attempt.name if attempt.name != "batched" or run.batched_messages else "none"
     stats = net_backend.stats()
@@ -236,7 +233,6 @@ class _RankRun:
         self.rendezvous, self.t0 = rendezvous, t0
         self.batched_messages = 0  # messages the last attempt advanced in batched ring phases
         self.divergences = Divergences()  # the last attempt's (system/divergence.py)
-        self.pipes_decline: str | None = None  # why ring phases cannot batch on link pipes ("": they can)
 
     def simulate(self, group: Any, batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
         """One attempt: with ``group`` (system/shortcuts/representative.py) one representative rank stands for all;
@@ -261,15 +257,6 @@ class _RankRun:
             net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=budget)
             ranks = [0]
         batcher = RingBatcher.for_backend(net_backend) if batching else None
-        if batcher is not None and batcher.uses_pipes:
-            if self.pipes_decline is None:
-                try:
-                    prove_on_pipes(graphs, sys_cfg, self.groups_spec)
-                    self.pipes_decline = ""
-                except Decline as e:
-                    self.pipes_decline = str(e)
-            if self.pipes_decline:
-                batcher = None
         if max_wall_s is not None and getattr(net_backend, "queue", None) is not None:
             # one budget for the whole run, however many attempts it takes
             net_backend.queue.wall_origin = time.monotonic() - (time.perf_counter() - t0)
@@ -316,18 +303,6 @@ class _RankRun:
             if note is not None:
                 divergences.note("world-tags", note)
         return net_backend, systems, workloads
-
-
-def _check_list_lengths(config: SystemConfig, dims: int) -> None:
-    """ASTRA-sim builds a logical topology for each of the four lists when it starts, whichever the
-    workload runs, and asserts that none is longer than the network's dimensions."""
-    for collective, impls in config.implementations.items():
-        if len(impls) > dims:
-            raise SystemConfigError(
-                config.path, f"key '{collective}-implementation'",
-                f"lists {len(impls)} implementations but the network has {dims} dimension(s); ASTRA-sim aborts "
-                "on such a list when it starts (GeneralComplexTopology.cc: 'collective_impl.size() <= "
-                "dimension_size.size()'), whether or not the workload runs that collective")
 
 
 def _network_notes(net: NetworkConfig, backend: str) -> list[str]:

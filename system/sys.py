@@ -164,8 +164,8 @@ class Sys(RendezvousMixin, CollectiveGeneration):
                 "assertion: the first event must lie after time 0, exit 134), dtsim runs it at time 0"))
 
     def note_zero_message(self, stream: StreamBaseline) -> None:
-        label = stream.dataset.label
         if "zero-message" not in self.divergences:  # one note a run: the first such collective
+            label = stream.dataset.label
             algo = type(stream.my_current_phase.algorithm).__name__
             self.divergences.note("zero-message", (
                 f"{label or 'a collective'}: its {algo} phase sends 0-byte messages (the chunk divided "

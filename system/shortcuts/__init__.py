@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Sequence
 from system.shortcuts.decline import Decline
 from system.shortcuts.orbits import Orbits, prove as prove_orbits
 from system.shortcuts.representative import prove as prove_representative
+from system.shortcuts.ring_batch import prove_on_pipes
 
 __all__ = ["Attempt", "Decline", "Orbits", "plan"]
 
@@ -72,9 +73,14 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
                                         batching))
             except Decline as e:
                 why("orbits", str(e))
-    if batching and not rendezvous:
-        attempts.append(Attempt("batched", None, True))
-    else:
+    if not batching or rendezvous:
         why("batched", "--no-batching" if not batching else "--rendezvous-protocol")
+    else:
+        try:
+            if backend_name == "congestion-aware":  # ring phases advance through the links' queues
+                prove_on_pipes(graphs, config, groups)
+            attempts.append(Attempt("batched", None, True))
+        except Decline as e:
+            why("batched", str(e))
     attempts.append(Attempt("none", None, False))
     return attempts, declined

@@ -40,19 +40,10 @@ class Orbits(NamedTuple):
     size: int  # ranks per orbit
 
 
-def find_orbits(graphs: Sequence[Any], groups: dict[int, list[int]], config: SystemConfig,
-                topology: Any, backend_name: str) -> Orbits | None:
-    """The largest family rotation that is a symmetry of the run, or None (see the module)."""
-    try:
-        return prove(graphs, groups, config, topology, backend_name)
-    except Decline:
-        return None
-
-
 def prove(graphs: Sequence[Any], groups: dict[int, list[int]], config: SystemConfig,
           topology: Any, backend_name: str) -> Orbits:
-    """The largest family rotation that is a symmetry of the run; Decline with the reason of the
-    last family tried when none is."""
+    """The largest family rotation that is a symmetry of the run; Decline, with each family's
+    reason, when none is."""
     if backend_name != "congestion-unaware":
         raise Decline(f"the {backend_name} backend: orbits need fixed message delays")
     if not groups:

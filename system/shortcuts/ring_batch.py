@@ -106,7 +106,6 @@ class RingBatcher:
 
     def __init__(self, backend: Any) -> None:
         self._delay = getattr(backend, "fixed_delay_ns", None)
-        self.uses_pipes = self._delay is None  # congestion-aware: see prove_on_pipes
         self._pipes_possible = getattr(backend, "pipes_possible", None)
         self._pipes = getattr(backend, "pipes", None)
         self._account = backend.account_flows
