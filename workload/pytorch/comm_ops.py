@@ -50,6 +50,7 @@ class CommOp:
     peer: int | None          # group rank of the other side of a send/recv
     tag: int
     group_name: str | None    # process-group name when the operator names it
+    sparse: bool = False      # an all-reduce of sparse tensors, sent as an all-gather (sparse.py)
 
 
 def comm_op(node: EtNode, record_args: dict | None) -> CommOp:
@@ -69,15 +70,6 @@ def comm_op(node: EtNode, record_args: dict | None) -> CommOp:
         group_name = str(rec["Process Group Name"])
     return CommOp(kind, size, peer, _int_arg(args, ("tag",)) or 0, group_name)
 
-
-
-
-
-
-
-
-
-
 def record_bytes(rec: dict) -> int:
     nelems = int_or_none(rec.get("In msg nelems"))
     itemsize = DTYPE_BYTES.get(str(rec.get("dtype", "")).lower().replace("torch.", ""))
@@ -89,8 +81,6 @@ def _int_arg(args: dict[str, tuple[Any, str]], names: tuple[str, ...]) -> int | 
         if name in args:
             return int_or_none(args[name][0])
     return None
-
-
 
 
 def storages(node: EtNode) -> set[int]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import yaml
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,10 @@ from workload.pytorch.device_trace import DeviceTrace, device_trace_from_doc
 from workload.pytorch.errors import PyTorchTraceError
 from workload.pytorch.files import DEVICE, HOST, load_json, rank_paths
 from workload.pytorch.groups import ProcessGroups
+from workload.pytorch.kineto_check import check_against_kineto
+from workload.pytorch.measured import align_instances, harmonise_sparse, replay_broadcasts, world_measurements
+from workload.pytorch.nesting import renest
+from workload.pytorch.network_fit import NetworkFit, fit_network
 from workload.pytorch.rank_graph import RankGraph, RankStats
 
 
@@ -36,10 +42,13 @@ class PyTorchConversion:
     stats: list[RankStats]
     step_ns: list[int | None]          # the measured ProfilerStep of each rank, when the trace has one
     warnings: list[str]
+    network_path: Path | None = None   # PREFIX.network.yml, fitted from the collectives' measured times
+    network_fit: NetworkFit | None = None
 
 
 def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
-                    out_prefix: str | os.PathLike, *, astra_sim_compatible: bool = False) -> PyTorchConversion:
+                    out_prefix: str | os.PathLike, *, astra_sim_compatible: bool = False,
+                    fit_net: bool = True) -> PyTorchConversion:
     hosts = rank_paths(host_pattern, ranks, HOST)
     devices = rank_paths(device_pattern, ranks, DEVICE)
     pairs = []
@@ -50,18 +59,24 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         host.pid = host_doc.get("pid")
         dev = device_trace_from_doc(dp, load_json(dp, DEVICE))
         _check_pair(r, ranks, host, dev)
+        host, _ = renest(host, dev)
         groups.read(host, dev)
         pairs.append((host, dev))
     groups.number()
     prefix = Path(out_prefix)
     if prefix.parent != Path(""):
         prefix.parent.mkdir(parents=True, exist_ok=True)
-    built, stats, warnings = [], [], []
+    built, stats, warnings, rank_graphs = [], [], [], []
     for r, (host, dev) in enumerate(pairs):
         rg = RankGraph(r, host, dev, groups)
         built.append(rg.build())
+        check_against_kineto(rg)
+        rank_graphs.append(rg)
         stats.append(rg.stats)
         warnings += _warnings(r, dev, rg.stats)
+    instances = align_instances(rank_graphs)
+    harmonise_sparse(rank_graphs, instances)
+    replay_broadcasts(rank_graphs, instances)
     try:
         _check_agree(built, groups, hosts)
     except WorkloadError as exc:
@@ -75,7 +90,14 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
     steps = [max((s.dur_ns for s in dev.steps), default=None) for _, dev in pairs]
-    return PyTorchConversion(prefix, ranks, et_paths, groups_path, stats, steps, warnings)
+    fit = fit_network(world_measurements(rank_graphs, instances, groups), ranks) if fit_net else None
+    net_path = None
+    if fit is not None:
+        net_path = prefix.parent / f"{prefix.name}.network.yml"
+        write_atomic(net_path, yaml.safe_dump(fit.network_dict(), sort_keys=False, width=1000))
+    elif fit_net and ranks > 1:
+        warnings.append("no collective over every rank has a measured time: no PREFIX.network.yml written")
+    return PyTorchConversion(prefix, ranks, et_paths, groups_path, stats, steps, warnings, net_path, fit)
 
 
 def _check_pair(r: int, ranks: int, host, dev: DeviceTrace) -> None:
@@ -125,7 +147,7 @@ def _collectives(b) -> dict[int, Node]:
             continue
         attrs = {a.name: a for a in raw.attr}
         n = Node()
-        n.id, n.name, n.type, n.parents = raw.id, raw.name, raw.type, []
+        n.id, n.name, n.type, n.parents, n.host_launcher = raw.id, raw.name, raw.type, [], None
         n.comm_type, n.comm_size = attrs["comm_type"].int64_val, attrs["comm_size"].int64_val
         n.pg_name = attrs["pg_name"].string_val if "pg_name" in attrs else ""
         out[n.id] = n
@@ -139,5 +161,7 @@ def summary_lines(c: PyTorchConversion) -> list[str]:
         step = f"; measured ProfilerStep {c.step_ns[r] / 1e3:.1f} us" if c.step_ns[r] else ""
         lines.append(f"rank {r}: {s.cpu_nodes} CPU nodes ({s.cpu_ns / 1e3:.1f} us), {s.gpu_nodes} GPU nodes, "
                      f"{colls}{step}")
+    if c.network_fit is not None:
+        lines.append(f"network: {c.network_path.name}, {c.network_fit.describe()}")
     return lines
 

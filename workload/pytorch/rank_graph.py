@@ -18,11 +18,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workload.builder import GraphBuilder
-from workload.pytorch.comm_ops import RECV, SEND, SIMULATED, CommOp, comm_op, kind_of_name, record_bytes
+from workload.comm_names import data_argument, named_args
+from workload.pytorch.backend_records import link_backend_records
+from workload.pytorch.comm_ops import (RECV, SEND, SIMULATED, CommOp, comm_op, has_dispatch_ops, kind_of_name,
+                                       record_bytes)
 from workload.pytorch.device_trace import DeviceTrace, GpuEvent
+from workload.pytorch.errors import PyTorchTraceError
+from workload.pytorch.sparse import SparseSizes, is_storageless, tensor_records
 from workload.pytorch.groups import ProcessGroups
 from workload.pytorch.units import Unit, host_units
 from workload.collect.execution_trace import ExecutionTrace
@@ -40,6 +45,20 @@ class RankStats:
     skipped_comms: Counter = field(default_factory=Counter)
     no_group: int = 0
     cpu_ns: int = 0
+    sparse: int = 0
+
+
+@dataclass(slots=True)
+class CommRecord:
+    """One communication node as written, with what the trace measured of it."""
+
+    node_id: int
+    op: str                    # the operator's name
+    kind: str
+    size: int
+    group: str | None          # the process group's name, when the trace says it
+    measured_ns: int | None    # the transfer's span on this rank (backend record or NCCL kernel)
+    sparse: bool = False
 
 
 class RankGraph:
@@ -52,9 +71,15 @@ class RankGraph:
         self.last_compute: int | None = None
         self.host_pending: dict[int, int] = {}      # storage -> collective node the host must wait for
         self.device_pending: dict[int, int] = {}    # storage -> NCCL collective node
+        self.comms: list[CommRecord] = []
+        self._backend: dict = {}
+        self._sparse: SparseSizes | None = None
 
     def build(self) -> GraphBuilder:
         units = host_units(self.host, self.dev)
+        self.units = units
+        if has_dispatch_ops(self.host.nodes.values()):
+            self._backend = link_backend_records(self.host, self.dev, [u.node for u in units if u.is_comm])
         self.stats.unmatched_ops = sum(u.span is None for u in units)
         kernels: dict = {}
         for ev in self.dev.gpu:
@@ -110,7 +135,30 @@ class RankGraph:
     def _comm_op(self, u: Unit) -> CommOp | None:
         rec = self._record_args(u)
         op = comm_op(u.node, rec)
+        if op.kind == "ALL_REDUCE":
+            op = self._sparse_all_reduce(u, op)
         return op if op.kind else None
+
+    def _sparse_all_reduce(self, u: Unit, op: CommOp) -> CommOp:
+        """An all-reduce of sparse tensors: an all-gather of their indices and values (sparse.py)."""
+        args = named_args(u.node.inputs.values, u.node.inputs.types, u.node.op_schema)
+        records = tensor_records(data_argument(args))
+        if not records or not all(is_storageless(r) for r in records):
+            return op
+        if self._sparse is None:
+            self._sparse = SparseSizes(self.host)
+        size = 0
+        for r in records:
+            b = self._sparse.bytes_before(r[0], u.node.rf_id)
+            if b is None:
+                raise PyTorchTraceError(self.host.path, f"node {u.node.id} ({u.node.name}, rf_id {u.node.rf_id})",
+                                        f"all-reduces tensor {r[0]}, which has no storage (a sparse tensor), but "
+                                        "the trace shows neither where it was made (aten::_sparse_coo_tensor_*) "
+                                        "nor its indices and values (aten::_indices / aten::_values) before it, so "
+                                        "the bytes it sends are unknown; record the step that makes the gradient")
+            size += b
+        self.stats.sparse += 1
+        return replace(op, kind="ALL_GATHER", size_bytes=size, sparse=True)
 
     def _record_args(self, u: Unit) -> dict | None:
         """Kineto args of the record_param_comms inside a communication operator (NCCL writes one)."""
@@ -127,6 +175,10 @@ class RankGraph:
     def _host_collective(self, u: Unit, comm: CommOp, cpu: int) -> None:
         node = self._comm_node(u.name, comm, comm.kind, comm.size_bytes, [cpu])
         if node is not None:
+            rec = self._backend.get(u.node.id)
+            if rec is None and u.span is not None and not has_dispatch_ops((u.node,)):
+                rec = u.span      # a backend record that is the operator itself (traces before torch 2.0)
+            self.comms[-1].measured_ns = rec.dur_ns if rec is not None else None
             for s in u.storages:
                 self.host_pending[s] = node
 
@@ -147,7 +199,9 @@ class RankGraph:
             self.stats.skipped_comms[kind] += 1
             return None
         self.stats.collectives[kind] += 1
-        return self.b.collective(name[:_NAME_MAX], SIMULATED[kind], max(1, size), deps, pg_name=pg)
+        nid = self.b.collective(name[:_NAME_MAX], SIMULATED[kind], max(1, size), deps, pg_name=pg)
+        self.comms.append(CommRecord(nid, name, kind, max(1, size), comm.group_name, None, comm.sparse))
+        return nid
 
     # -- the device ------------------------------------------------------------------------------
     def _gpu(self, u: Unit, ev: GpuEvent, launcher: int, comm: CommOp | None, nccl_count: int) -> None:
@@ -176,6 +230,8 @@ class RankGraph:
         size = comm.size_bytes // max(1, count) or record_bytes(ev.args)
         node = self._comm_node(ev.name, comm, kind, size, sorted(set(deps)))
         if node is not None:
+            if self.comms and self.comms[-1].node_id == node:
+                self.comms[-1].measured_ns = ev.dur_ns
             for s in u.storages:
                 self.device_pending[s] = node
         return node

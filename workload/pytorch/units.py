@@ -8,8 +8,16 @@ becomes one node and its children follow, each by the same rule. A communication
 unit of its own and is never opened: its children are the backend's records (``gloo:all_reduce``
 runs on gloo's threads, not on the launching one).
 
-The time between two outermost operators on a thread (Python, the framework) is host time too
-and goes to the next unit, unless that unit waits for a collective: then it was the wait.
+Each host thread that runs operators is a track of its own (the thread Kineto saw it on, with
+parents decided by Kineto's timestamps, nesting.py). The main track is the thread that ran the
+``ProfilerStep#N`` annotation (without one: the thread with the most operator time). On any other
+thread, what a communication backend runs (``gloo:all_reduce`` and everything inside it, on gloo's
+worker threads) is the collective's own work, which the network simulates: it is not host time.
+Other operators there (an autograd engine thread) stay host time.
+
+The time between two outermost operators of the main track (Python, the framework) is host time
+too and goes to the next unit, unless that unit waits for a collective: then it was the wait. On
+any other thread such a gap is the thread waiting for work, not work.
 
 Units come in start order (``rf_id``, a process-wide counter) across all threads: the rank has one
 CPU slot, so the host threads' work is one chain.
@@ -21,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from workload.collect.execution_trace import EtNode, ExecutionTrace
+from workload.comm_names import BACKEND_PREFIXES
 from workload.pytorch.comm_ops import has_dispatch_ops, is_comm_op, storages
 from workload.pytorch.device_trace import DeviceTrace, Span
 from workload.pytorch.groups import PG_INIT
@@ -56,24 +65,27 @@ def host_units(et: ExecutionTrace, dev: DeviceTrace) -> list[Unit]:
                 tops.append(child)
 
     for root in et.thread_roots():
-        first = len(tops)
         visit(root)
-        tops[first:] = _on_own_thread(tops[first:], dev)
-    tops = _inside_steps(tops, dev)
+    main = main_thread(dev)
+    backend_records = not has_dispatch_ops(et.nodes.values())
+    tops = [n for n in _inside_steps(tops, dev) if not _backend_work(n, dev, main, backend_records)]
     tops.sort(key=lambda n: (n.rf_id, n.id))
     is_comm = _CommTest(not has_dispatch_ops(et.nodes.values()))
     with_comm = _subtrees_with_comm(et, is_comm)
     units: list[Unit] = []
     for top in tops:
         _expand(et, dev, top, with_comm, is_comm, units)
-    last_end: dict[tuple, int] = {}
+    last_end: int | None = None
     for u in units:
         if u.span is None:
             continue
-        prev = last_end.get(u.span.thread)
-        if prev is not None and u.span.start_ns > prev:
-            u.gap_ns = u.span.start_ns - prev
-        last_end[u.span.thread] = max(prev or 0, u.span.end_ns)
+        if u.span.thread != main:
+            if u.is_comm:       # an old trace's backend record, on the backend's thread: the transfer
+                u.cpu_ns = 0
+            continue
+        if last_end is not None and u.span.start_ns > last_end:
+            u.gap_ns = u.span.start_ns - last_end
+        last_end = max(last_end or 0, u.span.end_ns)
     _attribute_runtime(units, dev)
     return units
 
@@ -86,15 +98,25 @@ class _CommTest:
         return is_comm_op(node, self.backend_records)
 
 
-def _on_own_thread(tops: list[EtNode], dev: DeviceTrace) -> list[EtNode]:
-    """The operators of one ET thread that ran on its thread. The ET files a record under the
-    thread whose op was open when it started; gloo starts ``gloo:all_reduce`` on its own threads,
-    and Kineto, which saw it run there, says so: that is not this thread's host time."""
-    threads = Counter(s.thread for s in (dev.by_rf.get(n.rf_id) for n in tops) if s is not None)
-    if not threads:
-        return tops
-    own = threads.most_common(1)[0][0]
-    return [n for n in tops if (s := dev.by_rf.get(n.rf_id)) is None or s.thread == own]
+def main_thread(dev: DeviceTrace) -> tuple | None:
+    """The thread that ran the step: the one with the ProfilerStep annotations, else the busiest
+    (a backend's records do not count: gloo's threads can be busier than the one feeding them)."""
+    if dev.steps:
+        return Counter(s.thread for s in dev.steps).most_common(1)[0][0]
+    busy: Counter = Counter()
+    for s in dev.by_rf.values():
+        if not s.name.startswith(BACKEND_PREFIXES):
+            busy[s.thread] += s.dur_ns
+    return busy.most_common(1)[0][0] if busy else None
+
+
+def _backend_work(node: EtNode, dev: DeviceTrace, main: tuple | None, backend_records: bool) -> bool:
+    """A backend's record on a thread other than the main one (gloo's worker threads), in a trace
+    whose collectives show as dispatcher ops: the transfer the collective node simulates."""
+    if backend_records or not node.name.startswith(BACKEND_PREFIXES):
+        return False
+    span = dev.by_rf.get(node.rf_id)
+    return span is None or span.thread != main
 
 
 def _inside_steps(tops: list[EtNode], dev: DeviceTrace) -> list[EtNode]:

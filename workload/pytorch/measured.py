@@ -1,0 +1,86 @@
+"""One collective across its ranks: the same instance on every rank, and what was measured of it.
+
+Every member of a process group runs the group's collectives in the same order (each backend
+queues them first in, first out), so the k-th collective of a kind in a group on one rank is the
+k-th on every other member. Across ranks an instance gives:
+
+* the size of a sparse all-reduce (sent as an all-gather, sparse.py), which differs per rank:
+  every rank gets the mean, so the simulated all-gather moves the bytes the ranks sent;
+* the time of a broadcast, which the simulator replays locally (it sends no messages): the
+  shortest measured transfer over the ranks (the rest of each rank's span was waiting);
+* the measurements that the network fit takes (network_fit.py): the world's dense collectives. A
+  sparse all-reduce is left out: gloo merges what it gathers on its worker thread (coalescing,
+  sorting, summing), 10-30 times the time of a dense all-reduce of the same bytes on the traces we
+  have, which is not the network's time.
+"""
+from __future__ import annotations
+
+import math
+
+from chakra_proto.attrs import attr_uint64
+from workload.pytorch.groups import ProcessGroups
+from workload.pytorch.network_fit import Measurement
+from workload.pytorch.rank_graph import CommRecord, RankGraph
+
+Instance = dict[int, CommRecord]      # rank -> its record of the collective
+_FITTED = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
+
+
+def align_instances(rank_graphs: list[RankGraph]) -> list[Instance]:
+    """The collectives of all ranks, each instance with every rank's record of it."""
+    by_key: dict[tuple, Instance] = {}
+    order: list[tuple] = []
+    for rg in rank_graphs:
+        seen: dict[tuple, int] = {}
+        for rec in rg.comms:
+            base = (rec.group or "", rec.kind)
+            k = seen.get(base, 0)
+            seen[base] = k + 1
+            key = (*base, k)
+            if key not in by_key:
+                by_key[key] = {}
+                order.append(key)
+            by_key[key][rg.rank] = rec
+    return [by_key[k] for k in order]
+
+
+def harmonise_sparse(rank_graphs: list[RankGraph], instances: list[Instance]) -> None:
+    for inst in instances:
+        if not any(rec.sparse for rec in inst.values()):
+            continue
+        size = math.ceil(sum(rec.size for rec in inst.values()) / len(inst))
+        for r, rec in inst.items():
+            rec.size = size
+            node = rank_graphs[r].b.nodes[rec.node_id]
+            for a in node.attr:
+                if a.name == "comm_size":
+                    a.int64_val = size
+
+
+def replay_broadcasts(rank_graphs: list[RankGraph], instances: list[Instance]) -> None:
+    for inst in instances:
+        times = [rec.measured_ns for rec in inst.values() if rec.measured_ns]
+        if not times or next(iter(inst.values())).kind != "BROADCAST":
+            continue
+        ns = min(times)
+        for r, rec in inst.items():
+            node = rank_graphs[r].b.nodes[rec.node_id]
+            node.duration_micros = ns // 1000
+            if ns % 1000:
+                node.attr.append(attr_uint64("duration_ns", ns))
+
+
+def world_measurements(rank_graphs: list[RankGraph], instances: list[Instance],
+                       groups: ProcessGroups) -> list[Measurement]:
+    """Each world collective measured on every rank: its size and its shortest time over the ranks."""
+    world = len(rank_graphs)
+    out = []
+    for inst in instances:
+        rec = next(iter(inst.values()))
+        if (rec.kind not in _FITTED or groups.pg_attr(rec.group) is not None or len(inst) != world
+                or any(r.sparse for r in inst.values())):
+            continue
+        times = [r.measured_ns for r in inst.values()]
+        if all(t for t in times) and len({r.size for r in inst.values()}) == 1:
+            out.append(Measurement(rec.kind, rec.size, min(times)))
+    return out
