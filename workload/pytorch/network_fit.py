@@ -100,7 +100,7 @@ def fit_network(measurements: list[Measurement], npus: int) -> NetworkFit | None
 
         def misfit(x: np.ndarray) -> float:
             lat, bw = (math.exp(x[0]), math.exp(x[1])) if len(x) == 2 else (DEFAULT_LATENCY_NS, math.exp(x[0]))
-            return float(np.sum(weight * np.abs(np.log(model(lat, bw) / target))) / weight.sum())
+            return float(np.sum(weight * (model(lat, bw) - target) ** 2) / np.sum(weight * target ** 2))
 
         if len(keys) >= 2:
             starts = [np.log([lat, bw]) for lat in (1e2, 1e4, 1e6) for bw in (0.01, 1.0, 100.0)]
