@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from contextlib import redirect_stderr
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -118,10 +118,17 @@ def test_run_profiles_step_k_of_an_unmodified_script(tmp_path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     out = tmp_path / "traces"
-    with redirect_stderr(io.StringIO()):
-        assert collect_main(["run", "--step", "2", "--out", str(out), "--", str(script), "3"]) == 0
+    printed = io.StringIO()
+    with redirect_stderr(io.StringIO()), redirect_stdout(printed):
+        assert collect_main(["run", "--step", "2", "--out", str(out), "--", str(script), "5"]) == 0
     meta = json.loads((out / "collect.json").read_text())
-    assert [(r["rank"], r["step"], r["steps_run"], r["profiled"]) for r in meta["ranks"]] == [(0, 2, 2, True)]
+    assert [(r["rank"], r["step"], r["steps_run"], r["profiled"]) for r in meta["ranks"]] == [(0, 2, 5, True)]
+    # the steps after the profiled one are timed too (step 1 warms up): the profiler's cost shows
+    (r,) = meta["ranks"]
+    assert r["unprofiled_steps"] == 3 and len(r["step_wall_s"]) == 5
+    assert r["unprofiled_median_s"] == pytest.approx(sorted(r["step_wall_s"][2:])[1], abs=1e-6)
+    assert r["profiler_slowdown"] == pytest.approx(r["profiled_step_wall_s"] / r["unprofiled_median_s"], rel=1e-2)
+    assert "so the profiler slowed the step" in printed.getvalue()
     assert any(e.get("name") == "ProfilerStep#2" for e in _kineto(out, 0))
     assert convert_main(["pytorch", "--host-trace", str(out / "host.{rank}.json"), "--device-trace",
                          str(out / "device.{rank}.json"), "--ranks", "1", "-o", str(tmp_path / "et" / "s")]) == 0

@@ -151,8 +151,15 @@ def _run_script(args: argparse.Namespace) -> int:
 
 def _print_world(out: Path, meta: dict) -> None:
     for r in meta["ranks"]:
+        unprofiled = ""
+        if r.get("unprofiled_median_s"):
+            unprofiled = (f"; unprofiled steps: median {r['unprofiled_median_s'] * 1e3:.3f} ms of "
+                          f"{r['unprofiled_steps']}, so the profiler slowed the step {r['profiler_slowdown']:.2f}x")
         print(f"rank {r['rank']}: step {r['step']} took {r['profiled_step_wall_s'] * 1e3:.3f} ms "
-              f"(profiled; {r['threads']} thread(s))")
+              f"(profiled; {r['threads']} thread(s)){unprofiled}")
+    if not any(r.get("unprofiled_median_s") for r in meta["ranks"]):
+        print("note: no unprofiled step besides the first was timed, so the profiler's own cost is unknown; "
+              "let the script run a few steps more than --step")
     n = len(meta["ranks"])
     print(f"wrote {out}/host.{{rank}}.json, device.{{rank}}.json for {n} rank(s) and collect.json; next:\n"
           f"  python -m workload.convert pytorch --host-trace '{out}/host.{{rank}}.json' "

@@ -7,7 +7,10 @@ step K ends it stops and writes, in OUT:
 
 * ``host.{rank}.json``: the execution trace (host side);
 * ``device.{rank}.json``: the Kineto trace (device side, ``distributedInfo`` included);
-* ``step.{rank}.json``: the wall time of every step up to K, measured between hooks.
+* ``step.{rank}.json``: the wall time of every step, measured between hooks: those up to K, and
+  those the script runs after K (unprofiled, rewritten at exit), so that the profiler's own cost
+  shows: the execution trace observer and Kineto slow a CPU step 1.2-3x, and the traces hold the
+  slowed step (``unprofiled_median_s``, ``profiler_slowdown``).
 
 ``install_from_env`` reads ``DTSIM_COLLECT_STEP`` and ``DTSIM_COLLECT_OUT``; the ``sitecustomize`` that
 world.run_script writes calls it in every Python process that ``python -m workload.collect run``
@@ -19,6 +22,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -63,13 +67,15 @@ class StepProfiler:
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.first is None:
             self.first = id(optimizer)
-        if id(optimizer) != self.first or self.done:
+        if id(optimizer) != self.first:
             return
         self._sync()
         now = time.perf_counter()
         self.times.append(now - self.t_last)
         self.t_last = now
         self.count += 1
+        if self.done:
+            return
         if self.count == self.step - 1:
             self._start()
         elif self.count == self.step:
@@ -103,16 +109,23 @@ class StepProfiler:
         self.observer.unregister_callback()        # closes the JSON now, not when the object dies
         self.prof.export_chrome_trace(str(self.out / f"device.{self.rank}.json"))
         self.done = True
-        self.handle.remove()
         self._write_steps()
+        self.t_last = time.perf_counter()          # writing the traces is not the next step's time
 
     def _write_steps(self) -> None:
         import torch
 
         rank = self.rank if self.rank is not None else current_rank()
+        profiled = self.times[self.step - 1] if self.done else None
+        # step 1 warms up (allocations, lazy init, DDP's first bucket rebuild): not a steady step
+        others = [t for i, t in enumerate(self.times) if i not in (0, self.step - 1)]
+        median = statistics.median(others) if others else None
         record = {"rank": rank, "step": self.step, "steps_run": self.count, "profiled": self.done,
                   "step_wall_s": [round(t, 6) for t in self.times],
-                  "profiled_step_wall_s": round(self.times[self.step - 1], 6) if self.done else None,
+                  "profiled_step_wall_s": round(profiled, 6) if profiled is not None else None,
+                  "unprofiled_median_s": round(median, 6) if median is not None else None,
+                  "unprofiled_steps": len(others),
+                  "profiler_slowdown": round(profiled / median, 3) if profiled and median else None,
                   "threads": torch.get_num_threads(), "torch": torch.__version__, "pid": os.getpid()}
         path = self.out / f"step.{rank}.json"
         tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -120,7 +133,10 @@ class StepProfiler:
         os.replace(tmp, path)
 
     def _at_exit(self) -> None:
-        if not self.done and self.count:       # the script stopped early: say how far it got
+        if self.done:
+            if self.count > self.step:          # the unprofiled steps after the profiled one
+                self._write_steps()
+        elif self.count:                        # the script stopped early: say how far it got
             if self.prof is not None:
                 self.prof.stop()
             self._write_steps()
