@@ -401,7 +401,7 @@ def check_case(case: Path, network: Path | None = None, work: Path | None = None
     cmd = [sys.executable, "-m", "workload.convert", "pytorch", "--host-trace", str(tdir / "host.{rank}.json"),
            "--device-trace", str(tdir / "device.{rank}.json"), "--ranks", str(n), "-o", str(prefix)]
     rc, out, err, secs = _run(cmd, timeout)
-    row.update(convert_rc=rc, convert_stdout=_tail(out, 3 + n), convert_stderr=_tail(err), convert_s=round(secs, 2))
+    row.update(convert_rc=rc, convert_stdout=_tail(out, 3 + n), convert_stderr=_tail(err, 200), convert_s=round(secs, 2))
     if rc != 0:
         return row
     got = [et_collectives(p) if (p := Path(f"{prefix}.{r}.et")).exists() else None for r in range(n)]
@@ -453,14 +453,49 @@ def _cell(row: dict, col: str) -> str:
 def format_table(rows: list[dict]) -> str:
     cells = [[_cell(r, c) for c in COLUMNS] for r in rows]
     widths = [max([len(c)] + [len(x[i]) for x in cells]) for i, c in enumerate(COLUMNS)]
-    line = lambda xs: " | ".join(x.ljust(w) if i < 2 or i == len(xs) - 1 else x.rjust(w) for i, (x, w) in enumerate(zip(xs, widths)))  # noqa: E731
+
+    def line(xs: list[str] | tuple[str, ...]) -> str:
+        last = len(xs) - 1
+        return " | ".join(x.ljust(w) if i < 2 or i == last else x.rjust(w)
+                          for i, (x, w) in enumerate(zip(xs, widths))).rstrip()
+
     out = [line(COLUMNS), "-+-".join("-" * w for w in widths)] + [line(x) for x in cells]
     return "\n".join(out)
+
+
+def converter_warnings(stderr: str) -> list[str]:
+    """The converter's distinct warnings, 'rank N: ' taken out (one line per kind, with its ranks)."""
+    seen: dict[str, list[str]] = {}
+    for line in stderr.splitlines():
+        line = line.strip()
+        if not line.lower().startswith("warning:"):
+            continue
+        text = line.split(":", 1)[1].strip()
+        rank = ""
+        if text.startswith("rank ") and ":" in text:
+            rank, text = (x.strip() for x in text.split(":", 1))
+        seen.setdefault(text, []).append(rank)
+    return [f"{t} ({', '.join(r for r in ranks if r)})" if any(ranks) else t for t, ranks in seen.items()]
+
+
+def source_state() -> str:
+    """The commit the converter and simulator come from, and whether their folders differ from it."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "workload", "system",
+                                "network", "chakra_proto"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "source: unknown (no git)"
+    changed = [ln[3:] for ln in dirty.splitlines() if ln.strip()]
+    return f"source: {head or '?'}" + (f" + uncommitted changes in {', '.join(changed)}" if changed else "")
 
 
 def format_notes(rows: list[dict]) -> str:
     notes = []
     for r in rows:
+        for w in converter_warnings(r.get("convert_stderr", "")):
+            notes.append(f"{r['case']}: convert warning: {w}")
         if r["convert_rc"] not in (0, None):
             last = r["convert_stderr"].strip().splitlines()[-1:] or ["(no stderr)"]
             notes.append(f"{r['case']}: convert exit {r['convert_rc']}: {last[0][:300]}")
@@ -480,6 +515,7 @@ def check(root: str | os.PathLike, network: Path | None = None, work: Path | Non
     if not cases:
         raise SystemExit(f"check: no case folder (host.0.json[.gz] directly or under trace/) in {root}")
     rows = []
+    state = source_state()
     for c in cases:
         try:
             rows.append(check_case(c, network, work, timeout))
@@ -490,6 +526,7 @@ def check(root: str | os.PathLike, network: Path | None = None, work: Path | Non
                          "harness_error": f"{type(e).__name__}: {e}"})
         print(f"  {c.name}: convert {rows[-1]['convert_rc']}, simulate {rows[-1]['sim_rc']}", file=sys.stderr,
               flush=True)
+    print(state, file=out)
     print(format_table(rows), file=out)
     notes = format_notes(rows) + "".join(f"\n{r['case']}: harness error: {r['harness_error']}"
                                          for r in rows if r.get("harness_error"))
@@ -524,11 +561,14 @@ def collect_case(model: str, ranks: int, out: Path, steps: int = 8, step: int = 
     case.mkdir(parents=True, exist_ok=True)
     cmd = collect_command(model, ranks, tdir, steps, step, batch)
     tries = []
+    log = case / "collect.log"
+    log.write_text("")
     for attempt in range(retries + 1):
         if tdir.exists():
             shutil.rmtree(tdir)
         rc, o, e, secs = _run(cmd, timeout)
-        (case / "collect.log").write_text(f"$ {' '.join(cmd)}\n# exit {rc} after {secs:.1f} s\n{o}\n{e}")
+        with log.open("a") as f:  # every try's output, so a failed first try stays readable
+            f.write(f"$ {' '.join(cmd)}\n# try {attempt + 1}: exit {rc} after {secs:.1f} s\n{o}\n{e}\n")
         tries.append({"rc": rc, "seconds": round(secs, 1)})
         if rc == 0 and all(_exists(tdir / f"device.{r}.json") for r in range(ranks)):
             break
@@ -587,5 +627,5 @@ def main(argv: list[str] | None = None) -> int:
     rows = check(a.dir, a.network, a.work, a.timeout)
     if a.json is not None:
         a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(rows, indent=1, default=str))
+        a.json.write_text(json.dumps({"source": source_state(), "cases": rows}, indent=1, default=str))
     return 0
