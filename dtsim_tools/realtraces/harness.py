@@ -217,17 +217,32 @@ def measure_trace_dir(tdir: Path, ranks: int | None = None, step: int | None = N
         if _exists(tdir / f"step.{r}.json"):
             s = open_json(tdir / f"step.{r}.json")
             row["collector_steps"] = _wall_ms(s.get("step_wall_s"), (s.get("step") or step or 0) - 1)
+            if row["collector_steps"] is not None and s.get("unprofiled_median_s") is not None:
+                # the collector's own figures (it times the steps after the profiled one too)
+                row["collector_steps"].update(unprofiled_median_ms=round(s["unprofiled_median_s"] * 1e3, 3),
+                                              profiler_slowdown=s.get("profiler_slowdown"))
         if _exists(tdir / f"timing.{r}.json"):
             t = open_json(tdir / f"timing.{r}.json")
             row["timing"] = _wall_ms(t.get("step_wall_s"), (step - 1) if step else None)
         rows.append(row)
     steps = [r["profiler_step_ms"] for r in rows if r["profiler_step_ms"] is not None]
-    unprof = [r["timing"]["median_other_ms"] for r in rows
-              if r.get("timing") and r["timing"].get("median_other_ms") is not None]
+    unprof = [unprofiled_ms(r) for r in rows]
+    unprof = [u for u in unprof if u is not None]
     return {"layout": LAYOUT, "trace_dir": str(tdir), "ranks_count": n, "step": step,
             "command": collect.get("command"), "collector_exit_code": collect.get("exit_code"),
             "ranks": rows, "max_profiler_step_ms": max(steps) if steps and len(steps) == n else None,
             "max_median_unprofiled_ms": max(unprof) if unprof else None}
+
+
+def unprofiled_ms(rank_row: dict) -> float | None:
+    """A rank's typical unprofiled step: the collector's median, else train.py's timing median,
+    else the median of the collector's other steps (our layout); the anchors' ``timing``/``step``."""
+    c, t = rank_row.get("collector_steps") or {}, rank_row.get("timing") or {}
+    for v in (c.get("unprofiled_median_ms"), t.get("median_other_ms"), c.get("median_other_ms"),
+              (rank_row.get("step") or {}).get("median_other_ms")):
+        if v is not None:
+            return v
+    return None
 
 
 def _model_from_command(cmd: list | None) -> str | None:
@@ -250,16 +265,18 @@ def load_measured(case: Path) -> dict:
     per_rank = []
     if m.get("layout") == LAYOUT:
         for r in m["ranks"]:
-            per_rank.append({"rank": r["rank"], "step_ms": r["profiler_step_ms"],
+            per_rank.append({"rank": r["rank"], "step_ms": r["profiler_step_ms"], "unprofiled_ms": unprofiled_ms(r),
                              "expected": r.get("expected_collectives") or expected_from_c10d(r.get("c10d", {}))})
         max_ms, n = m.get("max_profiler_step_ms"), m.get("ranks_count") or len(per_rank)
     else:  # the anchors' layout
         for r in m["ranks"]:
-            per_rank.append({"rank": r["rank"], "step_ms": r.get("profiler_step_ms"),
+            per_rank.append({"rank": r["rank"], "step_ms": r.get("profiler_step_ms"), "unprofiled_ms": unprofiled_ms(r),
                              "expected": expected_from_c10d(r.get("kineto_c10d", {}))})
         max_ms, n = m.get("measured_max_profiler_step_ms"), len(per_rank)
     model = m.get("model") or _model_from_command(m.get("command") or collect.get("command")) or case.name
-    return {"model": model, "ranks": n, "max_step_ms": max_ms, "per_rank": per_rank}
+    unprof = [r["unprofiled_ms"] for r in per_rank if r["unprofiled_ms"] is not None]
+    return {"model": model, "ranks": n, "max_step_ms": max_ms, "per_rank": per_rank,
+            "max_unprofiled_ms": max(unprof) if unprof and len(unprof) == len(per_rank) else None}
 
 
 # ----------------------------------------------------------------------------------------- ET side
@@ -391,7 +408,7 @@ def check_case(case: Path, network: Path | None = None, work: Path | None = None
     etdir.mkdir(parents=True)
     prefix = etdir / "et"
     row: dict[str, Any] = {"case": case.name, "path": str(case), "model": meas["model"], "ranks": n,
-                           "measured_ms": meas["max_step_ms"],
+                           "measured_ms": meas["max_step_ms"], "unprofiled_ms": meas["max_unprofiled_ms"],
                            "measured_per_rank_ms": [r["step_ms"] for r in meas["per_rank"]],
                            "expected_collectives": [r["expected"] for r in meas["per_rank"]],
                            "convert_rc": None, "convert_stderr": "", "sim_rc": None, "sim_stderr": "",
@@ -433,7 +450,7 @@ def check_case(case: Path, network: Path | None = None, work: Path | None = None
 # --------------------------------------------------------------------------------------------- table
 
 COLUMNS = ("case", "model", "ranks", "convert rc", "sim rc", "collectives ok?", "measured ms", "simulated ms",
-           "error %", "network")
+           "error %", "unprofiled ms", "network")
 
 
 def _cell(row: dict, col: str) -> str:
@@ -444,7 +461,7 @@ def _cell(row: dict, col: str) -> str:
             "convert rc": num(row["convert_rc"], "d"), "sim rc": num(row["sim_rc"], "d"),
             "collectives ok?": {None: "-", True: "yes", False: "NO", "count": "count only"}[row["collectives_ok"]],
             "measured ms": num(row["measured_ms"], ".2f"), "simulated ms": num(row["simulated_ms"], ".2f"),
-            "error %": num(row["error_pct"], "+.1f"),
+            "error %": num(row["error_pct"], "+.1f"), "unprofiled ms": num(row.get("unprofiled_ms"), ".2f"),
             "network": "-" if not row.get("network") else ("fitted" if row["network"].startswith("converter")
                                                             else "ring" if row["network"].startswith("Ring ")
                                                             else "given")}[col]

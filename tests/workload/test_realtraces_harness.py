@@ -121,6 +121,10 @@ def test_measure_trace_dir_and_load_our_layout(tmp_path) -> None:
     r0 = m["ranks"][0]
     assert r0["collector_steps"]["profiled_step_ms"] == 20.0 and r0["collector_steps"]["median_other_ms"] == 11.0
     assert r0["timing"]["profiled_step_ms"] == 20.0 and r0["timing"]["median_other_ms"] == 10.5
+    assert h.unprofiled_ms(r0) == 10.5 and m["max_median_unprofiled_ms"] == 10.5
+    s0 = json.loads((case / "trace" / "step.0.json").read_text())
+    (case / "trace" / "step.0.json").write_text(json.dumps(dict(s0, unprofiled_median_s=0.0095, profiler_slowdown=2.1)))
+    assert h.unprofiled_ms(h.measure_trace_dir(case / "trace")["ranks"][0]) == 9.5  # the collector's own median
     (case / "measured.json").write_text(json.dumps(dict(m, model="toy")))
     got = h.load_measured(case)
     assert got["model"] == "toy" and got["ranks"] == 2 and got["max_step_ms"] == 8.25
@@ -137,6 +141,11 @@ def test_load_measured_without_measured_json_and_anchor_layout(tmp_path) -> None
     (case / "measured.json").write_text(json.dumps(anchor))
     got = h.load_measured(case)
     assert got["max_step_ms"] == 39.5 and [r["step_ms"] for r in got["per_rank"]] == [39.5, 38.5]
+    assert got["max_unprofiled_ms"] is None
+    anchor["ranks"][0]["timing"] = {"median_other_ms": 15.0}
+    anchor["ranks"][1]["timing"] = {"median_other_ms": 16.0}
+    (case / "measured.json").write_text(json.dumps(anchor))
+    assert h.load_measured(case)["max_unprofiled_ms"] == 16.0
     assert got["per_rank"][1]["expected"] == {"ALL_REDUCE": 3}
 
 
@@ -184,7 +193,7 @@ def test_format_table_and_notes() -> None:
                          error_pct=None, convert_stderr="Traceback\nAttributeError: boom")]
     text = h.format_table(rows).splitlines()
     assert text[0].split(" | ")[0].strip() == "case" and len(text) == 4
-    assert text[2].split("|")[-2].strip() == "-25.0" and text[2].endswith("ring")
+    assert text[2].split("|")[-3].strip() == "-25.0" and text[2].endswith("ring")
     assert [c.strip() for c in text[3].split("|")][3:9] == ["1", "-", "-", "40.00", "-", "-"]
     assert h.format_notes(rows) == "d_w4: convert exit 1: AttributeError: boom"
 
