@@ -119,3 +119,29 @@ def int_or_none(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+#: backend records that run a dispatcher op of another kind: gloo runs ``_reduce_scatter_base_`` as
+#: ``gloo:all_reduce`` (seen in torch 2.13 traces), NCCL runs ``barrier`` as an all-reduce of one element
+_RUNS_AS = {("REDUCE_SCATTER", "ALL_REDUCE"), ("BARRIER", "ALL_REDUCE")}
+
+
+def backend_runs(dispatch: str, backend: str) -> bool:
+    """Whether a backend record of kind ``backend`` can be the transfer of a dispatcher op of kind
+    ``dispatch`` (both as kind_of_name says them)."""
+    return dispatch == backend or (dispatch, backend) in _RUNS_AS
+
+
+def tensor_records(value: Any) -> list[list]:
+    """Every tensor record ([id, storage, offset, numel, itemsize, device]) inside a value."""
+    if not isinstance(value, list):
+        return []
+    if len(value) >= 5 and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:5]):
+        return [value]
+    return [r for v in value for r in tensor_records(v)]
+
+
+def is_sparse_record(record: list) -> bool:
+    """A tensor record of a sparse tensor: the execution trace gives it no storage, no elements and
+    no element size (``[id, 0, 0, 0, 0, '']``); its data are its indices and values tensors."""
+    return record[1:5] == [0, 0, 0, 0] and (len(record) < 6 or record[5] == "")

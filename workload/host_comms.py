@@ -2,30 +2,48 @@
 
 Chakra's PyTorch converter recognises communication only in NCCL GPU kernel names. A trace of
 a CPU-only run (gloo) converts to a file whose collectives are ordinary CPU COMP nodes:
-``c10d::allreduce_`` (the dispatcher op) and, as its data-dependent child, ``gloo:all_reduce``
-(the backend's record of the transfer). Replayed as CPU time, the ranks never meet. We read
-them for what they are: each pair is one collective, carried by the backend record (the
+``c10d::allreduce_`` (the dispatcher op) and ``gloo:all_reduce`` (the backend's record of the
+transfer, which gloo ends on a worker thread). Replayed as CPU time, the ranks never meet. We
+read them for what they are: each pair is one collective, carried by the backend record (the
 dispatcher op keeps its CPU time, as the launcher); a dispatcher op without such a record, or a
 record without a dispatcher op, carries it alone. Only files with no communication node of
 their own are read this way, so NCCL files (kernel node + host ops) count each collective once.
 
+A record is paired with its dispatcher op by identity, never by Chakra's dependency edges: the
+execution trace files the record under whatever op was open when gloo ended it, so its parent
+may be a later op, or another collective's. A record belongs to the last dispatcher op that
+the rank started before it on its thread (the trace's record-function ids, Chakra's ``rf_id``,
+count up as operators start; node ids where a file has no distinct rf_ids) when its kind can be
+that op's (``gloo:all_reduce`` also runs ``c10d::_reduce_scatter_base_``, and NCCL's barrier)
+and no other process group is named; otherwise it is a collective of its own. Two records that
+could be one op's are refused (WorkloadError: how many collectives the file holds is unknown).
+A paired record is made to depend on its dispatcher op instead of the parent the trace gave it,
+so every rank issues its collectives in the order its program did.
+
 Its NCCL send/recv kernel nodes lack ``comm_dst``/``comm_src``/``comm_tag``; the launching
-``c10d::send``/``c10d::recv_`` op names the peer and tag in its arguments.
+``c10d::send``/``c10d::recv_`` op (the kernel node's parent, as Chakra links a GPU kernel to
+the CPU op that launched it) names the peer and tag in its arguments.
 
 The size is the bytes of the operator's input tensors (as for every converter here, see
-comm_names.py); the group is the world unless the operator names a numeric group.
+comm_names.py): the record's, else the dispatcher op's. A sparse all-reduce
+(``gloo:sparse_all_reduce``), whose tensor the trace records with 0 elements, sends its indices
+and values: their bytes, from the operators of the file that say them (the sparse tensor's
+constructor, ``aten::_indices``, ``aten::_values``); a file that says neither is refused. The
+group is the world unless the operator names a numeric group.
 """
 from __future__ import annotations
 
+import bisect
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from chakra_proto.attrs import int_value
-from workload.comm_names import (PEER_ARGS, RECV, SEND, SIMULATED, backend_kind, data_argument, dispatch_kind,
-                                 int_or_none, named_args, shape_bytes, tensor_bytes)
+from workload.comm_names import (PEER_ARGS, RECV, SEND, SIMULATED, backend_kind, backend_runs, data_argument,
+                                 dispatch_kind, int_or_none, is_sparse_record, named_args, shape_bytes, tensor_bytes,
+                                 tensor_records)
 from workload.errors import WorkloadError
 
 _COMM_NODES = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
@@ -40,28 +58,171 @@ def recognise_host_comms(path: Path, nodes: dict[int, Any], raw: dict[int, Any])
     unknown = _infer_p2p_peers(path, nodes, raw)
     if any(n.type in _COMM_NODES and n.host_launcher is None for n in nodes.values()):
         return unknown  # the converter saw the communication: its host ops are launchers
+    ops = [n for _, n in sorted(nodes.items()) if n.type == pb.COMP_NODE and n.is_cpu_op and n.host_launcher is None
+           and (dispatch_kind(n.name) is not None or backend_kind(n.name) is not None)]
+    if not ops:
+        return unknown
     made: Counter = Counter()
     kept: Counter = Counter()
-    for nid in sorted(nodes):
-        n = nodes[nid]
-        if n.type != pb.COMP_NODE or not n.is_cpu_op or n.host_launcher is not None:
-            continue
-        kind = backend_kind(n.name)
-        launcher = None
-        if kind is not None:
-            launcher = next((nodes[p] for p in n.parents if dispatch_kind(nodes[p].name) == kind), None)
-        else:
-            kind = dispatch_kind(n.name)
-            if kind is None or any(backend_kind(nodes[c].name) == kind for c in n.children):
-                continue  # not communication, or its backend record carries it
+    order = _Order(nodes, raw, ops)
+    pairs = _pair(path, ops, raw, order)
+    topo: dict[int, int] = {}
+    for launcher, record in pairs:
+        if launcher is not None and record is not None:
+            _place_under(path, record, launcher, nodes, topo)
+    for launcher, record in pairs:
+        kind = dispatch_kind(launcher.name) if launcher is not None else backend_kind(record.name)
+        carrier = record if record is not None else launcher
         if kind in SIMULATED or kind in _P2P:
-            _make_comm(path, n, kind, raw[nid], raw[launcher.id] if launcher else None)
+            paired = launcher if launcher is not None and record is not None else None
+            _make_comm(path, carrier, kind, raw[carrier.id], raw[paired.id] if paired is not None else None,
+                       lambda ids: _sparse_bytes(path, carrier, ids, nodes, raw, order,
+                                                 launcher if launcher is not None else carrier))
             made[kind] += 1
         else:
             kept[kind] += 1
     if made:
         _warn(path, made, kept)
     return unknown
+
+
+class _Order:
+    """The order in which a rank started its operators, and on which thread. The execution trace's
+    record-function ids (Chakra's ``rf_id`` attribute) count up as operators start, on every
+    thread of the process, and a backend's record (``gloo:all_reduce``) is started inside its
+    dispatcher op, on its thread, before the next op there: its rf_id follows the dispatcher op's.
+    Node ids do not (the trace numbers a record that gloo ends on its worker thread later), so
+    they order only files without distinct rf_ids on their communication ops."""
+
+    def __init__(self, nodes: dict[int, Any], raw: dict[int, Any], ops: list[Any]) -> None:
+        self._nodes, self._raw = nodes, raw
+        self._attrs: dict[int, dict[str, int | None]] = {}
+        rf = [self.attr(n.id, "rf_id") for n in ops]
+        self.by_rf = None not in rf and len(set(rf)) == len(rf)
+
+    def attr(self, nid: int, name: str) -> int | None:
+        a = self._attrs.get(nid)
+        if a is None:
+            a = self._attrs[nid] = {x.name: int_value(x) for x in self._raw[nid].attr if x.name in ("rf_id", "tid")}
+        return a.get(name)
+
+    def key(self, nid: int) -> int:
+        if self.by_rf:
+            rf = self.attr(nid, "rf_id")
+            if rf is not None:
+                return rf
+        return nid
+
+    def thread(self, nid: int) -> int | None:
+        return self.attr(nid, "tid")
+
+
+def _pair(path: Path, ops: list[Any], raw: dict[int, Any], order: _Order) -> list[tuple[Any | None, Any | None]]:
+    """(launcher, backend record) per collective: a dispatcher op (``c10d::allreduce_``) and the
+    backend record it started (``gloo:all_reduce``), either of them None where the file holds only
+    the other. Pairs by identity, never by Chakra's dependency edges (the execution trace files a
+    record that gloo ends on its worker thread under whatever op was open then): a record belongs
+    to the last dispatcher op started before it on its thread (rf_id order, see _Order) if it can
+    be that op's transfer (its kind, its process group), else it is a collective of its own. A
+    second record that can be one op's is refused: which of them is a collective of its own
+    cannot be told without guessing, nor therefore how many collectives the file holds."""
+    launcher_threads = {order.thread(n.id) for n in ops if dispatch_kind(n.name) is not None}
+    last: dict[int | None, Any] = {}
+    last_any = None
+    records: dict[int, list[Any]] = {}
+    pairs: list[tuple[Any | None, Any | None]] = []
+    for n in sorted(ops, key=lambda n: (order.key(n.id), n.id)):
+        tid = order.thread(n.id)
+        if dispatch_kind(n.name) is not None:
+            last[tid] = last_any = n
+            records[n.id] = []
+            pairs.append((n, None))
+            continue
+        launcher = last.get(tid) if tid in launcher_threads else last_any
+        if launcher is None or not _may_be_of(launcher, n, raw):
+            pairs.append((None, n))  # no dispatcher op of its kind before it: it carries a collective alone
+            continue
+        records[launcher.id].append(n)
+    for launcher, _ in pairs:
+        if launcher is None:
+            continue
+        found = records[launcher.id]
+        if len(found) > 1:
+            raise WorkloadError(
+                path, launcher.describe(),
+                f"{len(found)} backend records follow this dispatcher op on its thread before the next one "
+                f"(nodes {', '.join(str(r.id) for r in found)}; {_ids(order, launcher, *found)}): a dispatcher op "
+                "starts one, so the number of collectives in the file is unknown")
+    return [(ln, records[ln.id][0] if ln is not None and records[ln.id] else r) for ln, r in pairs]
+
+
+def _may_be_of(launcher: Any, record: Any, raw: dict[int, Any]) -> bool:
+    """Whether the backend record can be the transfer of the dispatcher op: a kind the op runs
+    as, and no other process group where both name one."""
+    if not backend_runs(dispatch_kind(launcher.name), backend_kind(record.name)):
+        return False
+    lg, bg = _group(raw[launcher.id]), _group(raw[record.id])
+    return lg is None or bg is None or lg == bg
+
+
+def _place_under(path: Path, record: Any, launcher: Any, nodes: dict[int, Any], topo: dict[int, int]) -> None:
+    """Make the backend record depend on its dispatcher op alone, so that the collective starts
+    where the rank started it: the execution trace files a record that gloo ends on its worker
+    thread under whatever op was open then, and Chakra's converter keeps that parent, which can put
+    a rank's collectives out of the order its program issued them (and stall every rank). The
+    record keeps its children; a parent that graphs may share (graph._may_share) stays."""
+    mine = tuple(q for q in record.parents if nodes[q].is_cpu_op or nodes[q].type in _P2P.values())
+    if record.parents == (launcher.id,) or not mine and launcher.id in record.parents:
+        return
+    if not topo:
+        topo.update(_topological_positions(nodes))
+    if topo[launcher.id] > topo[record.id]:
+        if _reaches(nodes, record.id, launcher.id):
+            raise WorkloadError(path, record.describe(), f"this backend record belongs to {launcher.describe()}, "
+                                "which the file makes depend on the record: the file orders them backwards")
+        topo.clear()  # still a DAG, but no longer in that order: computed again when next needed
+    for q in mine:
+        if q != launcher.id:
+            nodes[q].children.remove(record.id)
+    if record.id not in launcher.children:
+        bisect.insort(launcher.children, record.id)
+    record.parents = (launcher.id, *(q for q in record.parents if q not in mine and q != launcher.id))
+
+
+def _topological_positions(nodes: dict[int, Any]) -> dict[int, int]:
+    indeg = {nid: len(n.parents) for nid, n in nodes.items()}
+    stack = sorted((nid for nid, d in indeg.items() if d == 0), reverse=True)
+    pos: dict[int, int] = {}
+    while stack:
+        nid = stack.pop()
+        pos[nid] = len(pos)
+        for c in nodes[nid].children:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                stack.append(c)
+    return pos
+
+
+def _reaches(nodes: dict[int, Any], start: int, goal: int) -> bool:
+    seen, stack = {start}, [start]
+    while stack:
+        for c in nodes[stack.pop()].children:
+            if c == goal:
+                return True
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return False
+
+
+def _ids(order: _Order, *ns: Any) -> str:
+    what = "rf_id" if order.by_rf else "node id"
+    return ", ".join(f"{what} {order.key(n.id)}" for n in ns)
+
+
+def _group(rn: Any) -> str | None:
+    group = _args(rn).get("group_name")
+    return str(group[0]) if group and isinstance(group[0], str) else None
 
 
 def settle_unknown_peers(path: str | Path, nodes: dict[int, Any], unknown: list[int], ranks: list[int],
@@ -81,12 +242,22 @@ def settle_unknown_peers(path: str | Path, nodes: dict[int, Any], unknown: list[
                   "the world has 2 ranks, so it is the other one", stacklevel=3)
 
 
-def _make_comm(path: Path, n: Any, kind: str, rn: Any, launcher: Any | None) -> None:
+def _make_comm(path: Path, n: Any, kind: str, rn: Any, launcher: Any | None,
+               sparse_bytes: Callable[[list[int]], int]) -> None:
     args = _args(rn)
-    size = _size(args)
-    if size == 0 and launcher is not None:
-        size = _size(_args(launcher))
-    both = {**(_args(launcher) if launcher is not None else {}), **args}
+    largs = _args(launcher) if launcher is not None else {}
+    sparse = [r[0] for r in tensor_records(_data(largs) or _data(args)) if is_sparse_record(r)]
+    if sparse:
+        size = sparse_bytes(sparse)  # the record shows 0 elements: the data are its indices and values
+    elif "sparse" in n.name:
+        raise WorkloadError(path, n.describe(), "a sparse collective whose tensor the file does not record (no "
+                            "tensor id): the bytes of its indices and values are unknown; add comm_size to a "
+                            "COMM_COLL_NODE")
+    else:
+        size = _size(args)
+        if size == 0 and launcher is not None:
+            size = _size(largs)
+    both = {**largs, **args}
     n.is_cpu_op = False
     n.comm_size = size
     n.comm_priority = 0
@@ -189,8 +360,12 @@ def _args(rn: Any | None) -> dict[str, tuple[Any, str]]:
     return args
 
 
+def _data(args: dict[str, tuple]) -> Any:
+    return data_argument({k: v[:2] for k, v in args.items()})
+
+
 def _size(args: dict[str, tuple]) -> int:
-    data = data_argument({k: v[:2] for k, v in args.items()})
+    data = _data(args)
     if data is None:
         return 0
     size = tensor_bytes(data)
@@ -198,6 +373,55 @@ def _size(args: dict[str, tuple]) -> int:
         return size
     entry = next(v for v in args.values() if v[0] is data)
     return shape_bytes(entry[2], entry[1])
+
+
+#: operators that say a sparse COO tensor's parts: constructors (inputs: indices, then values; the
+#: output is the sparse tensor) and accessors (input: the sparse tensor; output: the part)
+_SPARSE_MAKERS = {"aten::_sparse_coo_tensor_unsafe", "aten::_sparse_coo_tensor_with_dims_and_tensors",
+                  "aten::sparse_coo_tensor"}
+_SPARSE_PARTS = {"aten::_indices": "indices", "aten::indices": "indices", "aten::_values": "values",
+                 "aten::values": "values"}
+
+
+def _sparse_bytes(path: Path, n: Any, tensor_ids: list[int], nodes: dict[int, Any], raw: dict[int, Any],
+                  order: _Order, launcher: Any) -> int:
+    """Bytes of the indices and values of the sparse tensors ``tensor_ids`` that a sparse
+    all-reduce sends (gloo's ``gloo:sparse_all_reduce``; the execution trace records a sparse tensor
+    with 0 elements), from the operators of the file that say them: for each part, the last one
+    that the rank started before the collective's dispatcher op (in _Order; an op without an rf_id
+    by its node id), else the first after it."""
+    want = set(tensor_ids)
+    at = order.key(launcher.id)
+    seen: dict[tuple[int, str], list[tuple[bool, int, int]]] = {}
+    for nid, m in nodes.items():
+        if m.name not in _SPARSE_MAKERS and m.name not in _SPARSE_PARTS:
+            continue
+        rm = raw[nid]
+        ins = tensor_records(_literal(rm.inputs.values)) if rm.HasField("inputs") else []
+        outs = tensor_records(_literal(rm.outputs.values)) if rm.HasField("outputs") else []
+        k = order.key(nid)
+        if m.name in _SPARSE_MAKERS:
+            dense = [r for r in ins if not is_sparse_record(r)]
+            for t in {r[0] for r in outs} & want:
+                if len(dense) >= 2:
+                    for part, r in zip(("indices", "values"), dense):
+                        seen.setdefault((t, part), []).append((k > at, abs(k - at), r[3] * r[4]))
+        else:
+            for t in {r[0] for r in ins} & want:
+                if outs:
+                    seen.setdefault((t, _SPARSE_PARTS[m.name]), []).append((k > at, abs(k - at), tensor_bytes(outs)))
+    total = 0
+    for t in tensor_ids:
+        for part in ("indices", "values"):
+            found = seen.get((t, part))
+            if not found:
+                raise WorkloadError(
+                    path, n.describe(),
+                    f"a sparse collective of tensor {t}, which the trace records with 0 elements, and no operator "
+                    f"of the file says its {part} ({', '.join(sorted(_SPARSE_MAKERS | set(_SPARSE_PARTS)))}): "
+                    "its size is unknown; add comm_size to a COMM_COLL_NODE")
+            total += min(found)[2]
+    return total
 
 
 def _literal(text: str) -> list:
