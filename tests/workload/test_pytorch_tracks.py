@@ -27,8 +27,9 @@ MAIN, WORKER = 100, 900
 class _Rank:
     """One rank's two traces, written op by op with explicit Kineto times (µs)."""
 
-    def __init__(self, rank: int) -> None:
-        self.rank, self.pid = rank, 300 + rank
+    def __init__(self, rank: int, world: int = 2, pg_config: list | None = None) -> None:
+        self.rank, self.pid, self.world = rank, 300 + rank, world
+        self.pg_config = pg_config or [{"pg_name": "0", "ranks": list(range(world)), "pg_size": world}]
         self.nodes: list[dict] = []
         self.events: list[dict] = []
         self.rf = 0
@@ -62,8 +63,8 @@ class _Rank:
         (folder / f"host.{self.rank}.json").write_text(json.dumps({"schema": ET_SCHEMA, "pid": self.pid,
                                                                    "nodes": self.nodes}))
         (folder / f"device.{self.rank}.json").write_text(json.dumps(
-            {"distributedInfo": {"rank": self.rank, "world_size": 2, "backend": "gloo",
-                                 "pg_config": [{"pg_name": "0", "ranks": [0, 1], "pg_size": 2}]},
+            {"distributedInfo": {"rank": self.rank, "world_size": self.world, "backend": "gloo",
+                                 "pg_config": self.pg_config},
              "traceEvents": self.events}))
 
 
@@ -72,16 +73,16 @@ def _t(tid: int, storage: int, numel: int, itemsize: int = 4) -> list:
 
 
 def _allreduce(r: _Rank, nid: int, parent: int, ts: float, tensor: list, *, record_at: float, record_dur: float,
-               record_parent: int | None = None, backend: str = "gloo:all_reduce") -> None:
+               record_parent: int | None = None, backend: str = "gloo:all_reduce", worker: int = WORKER) -> None:
     r.op(nid, "c10d::allreduce_", parent, ts, 10, values=[[tensor], "<Object>"],
          types=["GenericList[Tensor(float)]", "Object"], schema=f"c10d::allreduce_(Tensor[] tensors, {PG}) -> ()")
-    r.op(nid + 1, backend, nid if record_parent is None else record_parent, record_at, record_dur, tid=WORKER,
+    r.op(nid + 1, backend, nid if record_parent is None else record_parent, record_at, record_dur, tid=worker,
          values=[tensor], types=["Tensor(float)"], cat="user_annotation")
 
 
-def _convert(folder: Path, out: Path, capsys=None) -> int:
+def _convert(folder: Path, out: Path, ranks: int = 2) -> int:
     return convert_main(["pytorch", "--host-trace", str(folder / "host.{rank}.json"), "--device-trace",
-                         str(folder / "device.{rank}.json"), "--ranks", "2", "-o", str(out)])
+                         str(folder / "device.{rank}.json"), "--ranks", str(ranks), "-o", str(out)])
 
 
 def _collectives(path: Path) -> list[tuple[int, int]]:
@@ -205,3 +206,43 @@ def test_converter_writes_the_fitted_network_and_it_runs(tmp_path) -> None:
     assert net["topology"] == ["Ring"] and net["npus_count"] == [2] and "fitted" in net["description"]
     result = run_simulation(str(tmp_path / "et" / "g"), str(tmp_path / "et" / "g.network.yml"))
     assert result.end_ns > 0
+
+
+PAIRS = [{"pg_name": "0", "ranks": [0, 1, 2, 3], "pg_size": 4}, {"pg_name": "1", "ranks": [0, 1], "pg_size": 2},
+         {"pg_name": "2", "ranks": [2, 3], "pg_size": 2}]
+
+
+def _two_groups(folder: Path, *, pair_thread_gap: int) -> None:
+    """DDP's world all-reduces on the world group's two worker threads, then one all-reduce on
+    the rank's pair group, which runs on the pair group's own (later) worker thread; every rank
+    runs the same kinds and sizes, so only the threads tell the pair all-reduce from a world one."""
+    for rank in range(4):
+        r = _Rank(rank, 4, [c for c in PAIRS if rank in c["ranks"]])
+        w0 = 1000 + 10 * rank
+        _allreduce(r, 10, 2, 100, _t(1, 1, 1 << 16), record_at=110, record_dur=400, worker=w0)
+        _allreduce(r, 20, 2, 200, _t(2, 2, 1 << 16), record_at=210, record_dur=400, worker=w0 + 1)
+        _allreduce(r, 30, 2, 700, _t(3, 3, 1 << 10), record_at=710, record_dur=50, worker=w0 + 1 + pair_thread_gap)
+        r.write(folder, (0, 800))
+
+
+def test_gloo_pair_group_collectives_run_on_the_pair(tmp_path) -> None:
+    _two_groups(tmp_path, pair_thread_gap=7)
+    assert _convert(tmp_path, tmp_path / "et" / "g", ranks=4) == 0
+    assert json.loads((tmp_path / "et" / "g.comm_groups.json").read_text()) == {"1": [0, 1], "2": [2, 3]}
+    for rank in range(4):
+        g = load_graph(tmp_path / "et" / f"g.{rank}.et")
+        pgs = [n.pg_name for n in sorted(g.nodes.values(), key=lambda n: n.id) if n.type == pb.COMM_COLL_NODE]
+        assert pgs == ["", "", "1" if rank < 2 else "2"]
+
+
+def test_gloo_threads_started_together_are_one_group(tmp_path, capsys) -> None:
+    """Consecutive thread ids were started by one group, so all three all-reduces ran on one
+    group's threads: the world's or the pair's, the trace cannot tell. They stay the world's and
+    the converter says it could not place them."""
+    _two_groups(tmp_path, pair_thread_gap=1)
+    capsys.readouterr()
+    assert _convert(tmp_path, tmp_path / "et" / "g", ranks=4) == 0
+    for rank in range(4):
+        g = load_graph(tmp_path / "et" / f"g.{rank}.et")
+        assert all(n.pg_name in ("", None) for n in g.nodes.values() if n.type == pb.COMM_COLL_NODE)
+    assert "simulated over the world" in capsys.readouterr().err

@@ -5,34 +5,62 @@ A host backend (gloo) runs each collective on its own worker threads and records
 (``c10d::allreduce_``) only queues it. The record's measured span is the collective's time on this
 rank, which the network fit needs (network_fit.py). Records are paired with operators by identity,
 not by the execution trace's parent links (which file a record under whatever op was open): a
-record that reads a tensor of the operator, among those that started after it; else the backend's
-queue order (each process group runs its work first in, first out). The record's kind need not be
+record that reads a tensor of the operator, among those that started after it; else one that
+reads as many bytes; else the next one (each process group runs its work first in, first out); an
+operator without tensors (a barrier) takes the next record without any. The record's kind need not be
 the operator's: gloo runs ``_reduce_scatter_base_`` as ``gloo:all_reduce``.
 """
 from __future__ import annotations
 
+import math
+
 from workload.collect.execution_trace import EtNode, ExecutionTrace
-from workload.comm_names import BACKEND_PREFIXES
+from workload.comm_names import BACKEND_PREFIXES, DTYPE_BYTES
 from workload.pytorch.device_trace import DeviceTrace, Span
 from workload.pytorch.sparse import tensor_records
 
 
 def link_backend_records(et: ExecutionTrace, dev: DeviceTrace, ops: list[EtNode]) -> dict[int, Span]:
-    """Operator node id → span of its backend record, for the operators of ``ops`` that have one."""
-    records = sorted(((n, s) for n in et.nodes.values() if n.name.startswith(BACKEND_PREFIXES)
-                      and (s := dev.by_rf.get(n.rf_id)) is not None), key=lambda p: (p[1].start_ns, p[0].rf_id))
+    """Operator node id → span of its backend record, for the operators of ``ops`` that have one.
+
+    Records come from Kineto, which keeps one that ended after the execution trace was closed (a
+    collective still running when the step ended); their tensors from the execution trace where it
+    has the record, else from Kineto's ``Input Dims`` and ``Input type``."""
+    by_rf = {n.rf_id: n for n in et.nodes.values()}
+    records = sorted(((rf, s) for rf, s in dev.by_rf.items() if s.name.startswith(BACKEND_PREFIXES)),
+                     key=lambda p: (p[1].start_ns, p[0]))
+    ids, sizes = [], []
+    for rf, span in records:
+        node = by_rf.get(rf)
+        recs = tensor_records(node.inputs.values) if node is not None else []
+        ids.append({r[0] for r in recs})
+        sizes.append(sum(r[3] * r[4] for r in recs) if recs else _kineto_bytes(span.args))
     free = list(range(len(records)))
-    tensors = [{r[0] for r in tensor_records(n.inputs.values)} for n, _ in records]
     out: dict[int, Span] = {}
     for op in sorted(ops, key=lambda n: n.rf_id):
         span = dev.by_rf.get(op.rf_id)
         if span is None or not free:
             continue
-        mine = {r[0] for r in tensor_records(op.inputs.values)}
+        recs = tensor_records(op.inputs.values)
+        mine, size = {r[0] for r in recs}, sum(r[3] * r[4] for r in recs)
         later = [k for k in free if records[k][1].start_ns >= span.start_ns]
-        pick = next((k for k in later if mine & tensors[k]), later[0] if later else None)
+        pick = next((k for k in later if mine & ids[k]), None)
+        if pick is None and size:
+            pick = next((k for k in later if sizes[k] == size), None)
+        if pick is None:
+            pick = next((k for k in later if not sizes[k]), None) if not recs else (later[0] if later else None)
         if pick is None:
             continue
         free.remove(pick)
         out[op.id] = records[pick][1]
     return out
+
+
+def _kineto_bytes(args: dict) -> int:
+    """Bytes of a Kineto event's inputs, from ``Input Dims`` and ``Input type`` (0 if it says none)."""
+    total = 0
+    for dims, typ in zip(args.get("Input Dims") or [], args.get("Input type") or []):
+        size = DTYPE_BYTES.get(str(typ).split()[-1].lower()) if typ else None
+        if size and isinstance(dims, list) and dims and all(isinstance(d, int) for d in dims):
+            total += math.prod(dims) * size
+    return total

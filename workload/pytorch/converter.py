@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-
-import yaml
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from network.files import write_atomic
 from workload.collect.execution_trace import execution_trace_from_doc
@@ -25,6 +25,7 @@ from workload.graph import Graph, Node
 from workload.pytorch.device_trace import DeviceTrace, device_trace_from_doc
 from workload.pytorch.errors import PyTorchTraceError
 from workload.pytorch.files import DEVICE, HOST, load_json, rank_paths
+from workload.pytorch.gloo_groups import assign_gloo_groups
 from workload.pytorch.groups import ProcessGroups
 from workload.pytorch.kineto_check import check_against_kineto
 from workload.pytorch.measured import align_instances, harmonise_sparse, replay_broadcasts, world_measurements
@@ -74,6 +75,8 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         rank_graphs.append(rg)
         stats.append(rg.stats)
         warnings += _warnings(r, dev, rg.stats)
+    assign_gloo_groups(rank_graphs, groups)
+    warnings += [w for r, rg in enumerate(rank_graphs) for w in _group_warning(r, rg.stats)]
     instances = align_instances(rank_graphs)
     harmonise_sparse(rank_graphs, instances)
     replay_broadcasts(rank_graphs, instances)
@@ -126,10 +129,14 @@ def _warnings(r: int, dev: DeviceTrace, s: RankStats) -> list[str]:
                    "left out")
     for kind, n in sorted(s.skipped_comms.items()):
         out.append(f"rank {r}: {n} {kind} operation(s) are kept as host time only (the simulator has no {kind})")
-    if s.no_group:
-        out.append(f"rank {r}: {s.no_group} communication operation(s) name no process group (the backend "
-                   "records none); simulated over the world")
     return out
+
+
+def _group_warning(r: int, s: RankStats) -> list[str]:
+    if not s.no_group:
+        return []
+    return [f"rank {r}: {s.no_group} communication operation(s) name no process group (the backend records none) "
+            "and their threads and peers do not tell which (workload/pytorch/gloo_groups.py); simulated over the world"]
 
 
 def _check_agree(built: list, groups: ProcessGroups, hosts: list[Path]) -> None:

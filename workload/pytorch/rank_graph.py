@@ -59,6 +59,7 @@ class CommRecord:
     group: str | None          # the process group's name, when the trace says it
     measured_ns: int | None    # the transfer's span on this rank (backend record or NCCL kernel)
     sparse: bool = False
+    thread: tuple | None = None    # the backend thread that ran it (gloo: one pool per process group)
 
 
 class RankGraph:
@@ -178,7 +179,9 @@ class RankGraph:
             rec = self._backend.get(u.node.id)
             if rec is None and u.span is not None and not has_dispatch_ops((u.node,)):
                 rec = u.span      # a backend record that is the operator itself (traces before torch 2.0)
-            self.comms[-1].measured_ns = rec.dur_ns if rec is not None else None
+            if self.comms and self.comms[-1].node_id == node:
+                self.comms[-1].measured_ns = rec.dur_ns if rec is not None else None
+                self.comms[-1].thread = rec.thread if rec is not None and rec is not u.span else None
             for s in u.storages:
                 self.host_pending[s] = node
 

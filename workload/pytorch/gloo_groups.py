@@ -1,0 +1,102 @@
+"""The process group of each gloo collective, from the threads that ran it and the ranks that ran it.
+
+gloo records no process group: neither ``c10d::allreduce_`` (its group is an opaque ``<Object>``
+argument) nor ``gloo:all_reduce`` nor Kineto's args name it. But every gloo process group runs
+its collectives on worker threads of its own, started when the group is made, and groups are made
+in order (the world first, then each ``new_group`` in its number order, on every rank that is a
+member). So on one rank, ordered by thread id, the threads that ran collectives fall into
+consecutive runs, one per group of the rank (a run may be empty: a group with no collective in
+the step). And the ranks that ran a collective tell the rest: every member of a group runs the
+group's collectives, the same kinds and sizes in the same order.
+
+Each rank's possible splits of its threads are enumerated; a split survives while every group it
+gives collectives to is matched, member by member, by a surviving split of every other member.
+Threads with consecutive ids were started together, by one group, so no split separates them.
+Of the splits that survive, the one that uses the most groups is taken (the world alone is always
+consistent when every rank runs the same collectives, which says nothing). Where no split
+survives, or two that use as many groups disagree, the collectives stay the world's and the
+converter's warning says so; the cross-rank check then refuses what cannot pair up.
+"""
+from __future__ import annotations
+
+import itertools
+
+from chakra_proto.attrs import attr_string
+from workload.pytorch.groups import ProcessGroups
+from workload.pytorch.rank_graph import RankGraph
+
+_MAX_OPTIONS = 4096
+
+
+def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> int:
+    """Give the collectives that name no group the group their thread belongs to (in place).
+    Returns how many collectives were placed in a group other than the world."""
+    if not groups.non_world():
+        return 0
+    world = len(rank_graphs)
+    order = ["__world__", *groups.non_world()]                     # creation order: ids 1, 2, ...
+    members = {"__world__": list(range(world)), **{g: groups.members[g] for g in groups.non_world()}}
+    options: dict[int, list[dict]] = {}
+    for rg in rank_graphs:
+        recs = [c for c in rg.comms if c.group is None]
+        if not recs or any(c.thread is None for c in recs):
+            return 0                                  # not a host backend's trace throughout
+        mine = [g for g in order if rg.rank in members[g]]
+        threads = sorted({c.thread for c in recs}, key=_tid)
+        opts = []
+        for split in _splits(threads, len(mine)):
+            if len(opts) >= _MAX_OPTIONS:
+                break
+            of_thread = {t: mine[i] for t, i in split.items()}
+            opts.append({g: tuple((c.kind, c.size) for c in recs if of_thread[c.thread] == g) for g in mine}
+                        | {"__threads__": of_thread})
+        options[rg.rank] = opts
+    changed = True
+    while changed:
+        changed = False
+        for r, opts in options.items():
+            kept = [o for o in opts if all(any(p.get(g) == o[g] for p in options[m])
+                                           for g in o if g != "__threads__" for m in members[g] if m != r)]
+            if len(kept) != len(opts):
+                options[r], changed = kept, True
+    placed = 0
+    chosen: dict[int, dict] = {}
+    for r, opts in options.items():
+        if not opts:
+            return 0
+        used = max(sum(1 for g, seq in o.items() if g != "__threads__" and seq) for o in opts)
+        best = [o for o in opts if sum(1 for g, seq in o.items() if g != "__threads__" and seq) == used]
+        if len({tuple(sorted(o["__threads__"].items())) for o in best}) > 1:
+            return 0
+        chosen[r] = best[0]["__threads__"]
+    for rg in rank_graphs:
+        for c in rg.comms:
+            if c.group is not None:
+                continue
+            g = chosen[rg.rank][c.thread]
+            if g == "__world__":
+                continue
+            c.group = g
+            rg.b.nodes[c.node_id].attr.append(attr_string("pg_name", groups.pg_attr(g)))
+            placed += 1
+        rg.stats.no_group = 0           # every one is placed, the world's too
+    return placed
+
+
+def _tid(thread: tuple) -> tuple:
+    try:
+        return (0, int(thread[-1]))
+    except (TypeError, ValueError):
+        return (1, str(thread))
+
+
+def _splits(threads: list[tuple], groups: int):
+    """Each way to cut the threads (in id order) into ``groups`` consecutive runs, some empty, never
+    between two threads with consecutive ids; as {thread: run index}."""
+    n = len(threads)
+    for cuts in itertools.combinations_with_replacement(range(n + 1), groups - 1):
+        if any(0 < c < n and _tid(threads[c])[0] == 0 and _tid(threads[c])[1] - _tid(threads[c - 1])[1] <= 1
+               for c in cuts):
+            continue
+        bounds = (0, *cuts, n)
+        yield {threads[k]: i for i in range(groups) for k in range(bounds[i], bounds[i + 1])}
