@@ -180,8 +180,21 @@ def kineto_rank(trace: dict | list) -> dict:
         else:
             outside[name] += 1
     out["c10d"], out["gloo"], out["comm_outside_step"] = dict(c10d), dict(gloo), dict(outside)
-    out["expected_collectives"] = expected_from_c10d(e["name"] for e in _outermost_c10d(inside_c10d))
+    out["expected_collectives"] = sparse_as_gathers(
+        expected_from_c10d(e["name"] for e in _outermost_c10d(inside_c10d)), gloo)
     return out
+
+
+def sparse_as_gathers(expected: dict[str, int], gloo: dict[str, int]) -> dict[str, int]:
+    """gloo runs an all-reduce of sparse tensors as all-gathers of their indices and values
+    (``gloo:sparse_all_reduce``), and the converter writes it as one ALL_GATHER
+    (workload/pytorch/sparse.py)."""
+    out = dict(expected)
+    sparse = min(gloo.get("gloo:sparse_all_reduce", 0), out.get("ALL_REDUCE", 0))
+    if sparse:
+        out["ALL_REDUCE"] -= sparse
+        out["ALL_GATHER"] = out.get("ALL_GATHER", 0) + sparse
+    return {k: v for k, v in sorted(out.items()) if v}
 
 
 def expected_from_c10d(names: Iterable[str] | dict[str, int]) -> dict[str, int]:
@@ -266,12 +279,14 @@ def load_measured(case: Path) -> dict:
     if m.get("layout") == LAYOUT:
         for r in m["ranks"]:
             per_rank.append({"rank": r["rank"], "step_ms": r["profiler_step_ms"], "unprofiled_ms": unprofiled_ms(r),
-                             "expected": r.get("expected_collectives") or expected_from_c10d(r.get("c10d", {}))})
+                             "expected": r.get("expected_collectives")
+                             or sparse_as_gathers(expected_from_c10d(r.get("c10d", {})), r.get("gloo", {}))})
         max_ms, n = m.get("max_profiler_step_ms"), m.get("ranks_count") or len(per_rank)
     else:  # the anchors' layout
         for r in m["ranks"]:
             per_rank.append({"rank": r["rank"], "step_ms": r.get("profiler_step_ms"), "unprofiled_ms": unprofiled_ms(r),
-                             "expected": expected_from_c10d(r.get("kineto_c10d", {}))})
+                             "expected": sparse_as_gathers(expected_from_c10d(r.get("kineto_c10d", {})),
+                                                           r.get("kineto_gloo", {}))})
         max_ms, n = m.get("measured_max_profiler_step_ms"), len(per_rank)
     model = m.get("model") or _model_from_command(m.get("command") or collect.get("command")) or case.name
     unprof = [r["unprofiled_ms"] for r in per_rank if r["unprofiled_ms"] is not None]
@@ -312,9 +327,9 @@ def et_collectives(path: str | os.PathLike) -> dict[str, int]:
 
 def compare_collectives(expected: list[dict[str, int]], got: list[dict[str, int] | None]) -> tuple[bool | str, str]:
     """Per rank, the ET's collectives against the c10d operators Kineto saw: (True when every rank
-    holds them by kind and number; "count" when only the numbers agree, e.g. a gloo sparse
-    all-reduce, which gloo runs as all-gathers, written as ALL_GATHER; False otherwise; a note
-    naming the ranks that differ)."""
+    holds them by kind and number (a gloo sparse all-reduce counts as the ALL_GATHER it is
+    written as); "count" when only the numbers agree; False otherwise; a note naming the ranks
+    that differ)."""
     bad, kinds_only = [], True
     for r, (e, g) in enumerate(zip(expected, got)):
         if g is None:

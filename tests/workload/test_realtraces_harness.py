@@ -146,7 +146,7 @@ def test_load_measured_without_measured_json_and_anchor_layout(tmp_path) -> None
     anchor["ranks"][1]["timing"] = {"median_other_ms": 16.0}
     (case / "measured.json").write_text(json.dumps(anchor))
     assert h.load_measured(case)["max_unprofiled_ms"] == 16.0
-    assert got["per_rank"][1]["expected"] == {"ALL_REDUCE": 3}
+    assert got["per_rank"][1]["expected"] == {"ALL_GATHER": 2, "ALL_REDUCE": 1}      # the sparse ones: gathers
 
 
 def test_et_collectives(tmp_path) -> None:
