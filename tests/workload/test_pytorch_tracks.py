@@ -57,6 +57,8 @@ class _Rank:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": self.pid, "tid": tid, "ts": ts, "dur": dur,
                             "args": {"Record function id": rf}})
 
+    host_name: str | None = None
+
     def write(self, folder: Path, step: tuple[float, float]) -> None:
         self.events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": self.pid,
                             "tid": MAIN, "ts": step[0], "dur": step[1], "args": {}})
@@ -65,7 +67,7 @@ class _Rank:
         (folder / f"device.{self.rank}.json").write_text(json.dumps(
             {"distributedInfo": {"rank": self.rank, "world_size": self.world, "backend": "gloo",
                                  "pg_config": self.pg_config},
-             "traceEvents": self.events}))
+             "traceEvents": self.events, **({"host_name": self.host_name} if self.host_name else {})}))
 
 
 def _t(tid: int, storage: int, numel: int, itemsize: int = 4) -> list:
@@ -168,19 +170,25 @@ def test_a_collective_kineto_saw_but_the_execution_trace_lost_is_refused(tmp_pat
     assert "device.1.json" in err and "Kineto shows 2 'c10d::allreduce_'" in err and "gives 1" in err
 
 
-def test_broadcast_replays_the_shortest_transfer_over_the_ranks(tmp_path) -> None:
+@pytest.mark.parametrize("host_names, expect_ns", [
+    ((None, None), 40_000),             # no shared clock: the shortest span (rank 1 arrived last)
+    (("vm", "vm"), 1_015_000 - 515_000),  # one machine: from the last start to the last end
+    (("a", "b"), 40_000),               # two machines, two clocks
+])
+def test_broadcast_replays_the_transfer_after_the_last_rank_joined(tmp_path, host_names, expect_ns) -> None:
     for rank in range(2):
         r = _Rank(rank)
+        r.host_name = host_names[rank]
         r.op(10, "c10d::broadcast_", 2, 100, 10, values=[[_t(1, 1, 6)], "<Object>", 0],
              types=["GenericList[Tensor(float)]", "Object", "Int"],
              schema=f"c10d::broadcast_(Tensor[] tensors, {PG}, int root_rank) -> ()")
-        r.op(11, "gloo:broadcast", 10, 115, (900, 40)[rank], tid=WORKER, values=[_t(1, 1, 6)],
+        r.op(11, "gloo:broadcast", 10, (115, 515)[rank], (900, 40)[rank], tid=WORKER, values=[_t(1, 1, 6)],
              types=["Tensor(float)"], cat="user_annotation")
         r.write(tmp_path, (0, 1200))
     assert _convert(tmp_path, tmp_path / "et" / "g") == 0
     for rank in range(2):
         (b,) = [n for n in load_graph(tmp_path / "et" / f"g.{rank}.et").nodes.values() if n.type == pb.COMM_COLL_NODE]
-        assert b.comm_type == pb.BROADCAST and b.duration_ns == 40_000
+        assert b.comm_type == pb.BROADCAST and b.duration_ns == expect_ns
 
 
 def test_network_fit_recovers_a_known_ring(tmp_path) -> None:

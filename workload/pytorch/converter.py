@@ -79,7 +79,9 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
     warnings += [w for r, rg in enumerate(rank_graphs) for w in _group_warning(r, rg.stats)]
     instances = align_instances(rank_graphs)
     harmonise_sparse(rank_graphs, instances)
-    replay_broadcasts(rank_graphs, instances)
+    hosts_seen = {dev.host_name for _, dev in pairs}
+    one_clock = len(hosts_seen) == 1 and None not in hosts_seen
+    replay_broadcasts(rank_graphs, instances, one_clock)
     try:
         _check_agree(built, groups, hosts)
     except WorkloadError as exc:
@@ -93,7 +95,7 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
     steps = [max((s.dur_ns for s in dev.steps), default=None) for _, dev in pairs]
-    fit = fit_network(world_measurements(rank_graphs, instances, groups), ranks) if fit_net else None
+    fit = fit_network(world_measurements(rank_graphs, instances, groups, one_clock), ranks) if fit_net else None
     net_path = None
     if fit is not None:
         net_path = prefix.parent / f"{prefix.name}.network.yml"

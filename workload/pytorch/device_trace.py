@@ -67,12 +67,15 @@ class DeviceTrace:
     syncs: list[Span] = field(default_factory=list)             # host waits for the device
     gpu: list[GpuEvent] = field(default_factory=list)
     steps: list[Span] = field(default_factory=list)             # ProfilerStep#N annotations
+    host_name: str | None = None                                # the machine (one clock for its ranks)
 
 
 def device_trace_from_doc(path: Path, doc: dict) -> DeviceTrace:
     info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     trace = DeviceTrace(path, _int_or_none(info.get("rank")), _int_or_none(info.get("world_size")), None,
                         [c for c in info.get("pg_config") or [] if isinstance(c, dict)])
+    if isinstance(doc.get("host_name"), str) and doc["host_name"]:
+        trace.host_name = doc["host_name"]
     for index, ev in enumerate(doc["traceEvents"]):
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue

@@ -6,8 +6,11 @@ k-th on every other member. Across ranks an instance gives:
 
 * the size of a sparse all-reduce (sent as an all-gather, sparse.py), which differs per rank:
   every rank gets the mean, so the simulated all-gather moves the bytes the ranks sent;
-* the time of a broadcast, which the simulator replays locally (it sends no messages): the
-  shortest measured transfer over the ranks (the rest of each rank's span was waiting);
+* the collective's time (collective_time): on one machine, whose ranks share a clock, from the
+  moment the last rank joined it to the moment the last rank left it (what the step pays, the
+  slowest rank's worker thread included); across machines, whose clocks differ, the shortest span
+  over the ranks (the last to arrive waited for no one);
+* the time of a broadcast, which the simulator replays locally (it sends no messages);
 * the measurements that the network fit takes (network_fit.py): the world's dense collectives. A
   sparse all-reduce is left out: gloo merges what it gathers on its worker thread (coalescing,
   sorting, summing), 10-30 times the time of a dense all-reduce of the same bytes on the traces we
@@ -57,12 +60,23 @@ def harmonise_sparse(rank_graphs: list[RankGraph], instances: list[Instance]) ->
                     a.int64_val = size
 
 
-def replay_broadcasts(rank_graphs: list[RankGraph], instances: list[Instance]) -> None:
+def collective_time(inst: Instance, one_clock: bool) -> int | None:
+    """How long the collective took once every rank had joined it: from the last rank's start to
+    the last rank's end where the ranks share a clock (one machine), else the shortest span over
+    the ranks (the last to arrive waited for no one); None unless every rank measured it."""
+    recs = list(inst.values())
+    if not recs or any(r.measured_ns is None for r in recs):
+        return None
+    if one_clock and all(r.span is not None for r in recs):
+        return max(0, max(r.span[1] for r in recs) - max(r.span[0] for r in recs))
+    return min(r.measured_ns for r in recs)
+
+
+def replay_broadcasts(rank_graphs: list[RankGraph], instances: list[Instance], one_clock: bool) -> None:
     for inst in instances:
-        times = [rec.measured_ns for rec in inst.values() if rec.measured_ns]
-        if not times or next(iter(inst.values())).kind != "BROADCAST":
+        ns = collective_time(inst, one_clock)
+        if ns is None or next(iter(inst.values())).kind != "BROADCAST":
             continue
-        ns = min(times)
         for r, rec in inst.items():
             node = rank_graphs[r].b.nodes[rec.node_id]
             node.duration_micros = ns // 1000
@@ -71,8 +85,8 @@ def replay_broadcasts(rank_graphs: list[RankGraph], instances: list[Instance]) -
 
 
 def world_measurements(rank_graphs: list[RankGraph], instances: list[Instance],
-                       groups: ProcessGroups) -> list[Measurement]:
-    """Each world collective measured on every rank: its size and its shortest time over the ranks."""
+                       groups: ProcessGroups, one_clock: bool) -> list[Measurement]:
+    """Each world collective measured on every rank: its size and its time (collective_time)."""
     world = len(rank_graphs)
     out = []
     for inst in instances:
@@ -80,7 +94,7 @@ def world_measurements(rank_graphs: list[RankGraph], instances: list[Instance],
         if (rec.kind not in _FITTED or groups.pg_attr(rec.group) is not None or len(inst) != world
                 or any(r.sparse for r in inst.values())):
             continue
-        times = [r.measured_ns for r in inst.values()]
-        if all(t for t in times) and len({r.size for r in inst.values()}) == 1:
-            out.append(Measurement(rec.kind, rec.size, min(times)))
+        ns = collective_time(inst, one_clock)
+        if ns and len({r.size for r in inst.values()}) == 1:
+            out.append(Measurement(rec.kind, rec.size, ns))
     return out

@@ -2,9 +2,9 @@
 
 Every collective of a trace is a measurement of the network: the size it moved and the time the
 backend took (gloo's record on its worker thread, NCCL's kernel). On one rank that time also holds
-the wait for the other ranks to arrive, which is not the network's; the rank that arrived last
-waited for no one, so each collective's time is the shortest over the ranks that ran it (a
-clock-free estimate: ranks on other hosts need not share a clock).
+the wait for the other ranks to arrive, which is not the network's; so a collective's time is
+counted from the moment the last rank joined it (measured.collective_time: to the last rank's
+end on one machine, whose ranks share a clock; the shortest span over the ranks across machines).
 
 The fitted network is what ``python -m system.main`` will run the workload on: a ``Ring`` of the
 job's ranks (the topology of gloo's and NCCL's ring algorithms) with the default system
@@ -49,7 +49,7 @@ _PROBES = ((1000.0, 10.0), (5000.0, 10.0), (1000.0, 2.0))      # (latency ns, ba
 class Measurement:
     kind: str              # ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL
     size: int              # comm_size as written (an all-gather's per-rank input)
-    time_ns: int           # the shortest over the ranks
+    time_ns: int           # from the last rank's arrival (measured.collective_time)
 
 
 @dataclass(frozen=True)

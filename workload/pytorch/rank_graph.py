@@ -60,6 +60,7 @@ class CommRecord:
     measured_ns: int | None    # the transfer's span on this rank (backend record or NCCL kernel)
     sparse: bool = False
     thread: tuple | None = None    # the backend thread that ran it (gloo: one pool per process group)
+    span: tuple[int, int] | None = None    # its start and end (ns, the trace's clock)
 
 
 class RankGraph:
@@ -181,6 +182,7 @@ class RankGraph:
                 rec = u.span      # a backend record that is the operator itself (traces before torch 2.0)
             if self.comms and self.comms[-1].node_id == node:
                 self.comms[-1].measured_ns = rec.dur_ns if rec is not None else None
+                self.comms[-1].span = (rec.start_ns, rec.end_ns) if rec is not None else None
                 self.comms[-1].thread = rec.thread if rec is not None and rec is not u.span else None
             for s in u.storages:
                 self.host_pending[s] = node
@@ -235,6 +237,7 @@ class RankGraph:
         if node is not None:
             if self.comms and self.comms[-1].node_id == node:
                 self.comms[-1].measured_ns = ev.dur_ns
+                self.comms[-1].span = (ev.start_ns, ev.end_ns)
             for s in u.storages:
                 self.device_pending[s] = node
         return node
