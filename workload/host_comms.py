@@ -28,8 +28,11 @@ The size is the bytes of the operator's input tensors (as for every converter he
 comm_names.py): the record's, else the dispatcher op's. A sparse all-reduce
 (``gloo:sparse_all_reduce``), whose tensor the trace records with 0 elements, sends its indices
 and values: their bytes, from the operators of the file that say them (the sparse tensor's
-constructor, ``aten::_indices``, ``aten::_values``); a file that says neither is refused. The
-group is the world unless the operator names a numeric group.
+constructor, ``aten::_indices``, ``aten::_values``); a file that says neither is refused. gloo
+runs it as an all-gather of every rank's indices and values followed by a local sum, so it is an
+ALL_GATHER of those bytes (as workload/pytorch writes it; ranks whose parts differ in size are
+refused by the cross-rank check, which compares sizes). The group is the world unless the
+operator names a numeric group.
 """
 from __future__ import annotations
 
@@ -267,7 +270,8 @@ def _make_comm(path: Path, n: Any, kind: str, rn: Any, launcher: Any | None,
     n.pg_name = str(group[0]) if group and isinstance(group[0], str) and group[0].isdigit() else ""
     if kind in SIMULATED:
         n.type = pb.COMM_COLL_NODE
-        n.comm_type = SIMULATED[kind]
+        # gloo's sparse all-reduce all-gathers every rank's indices and values, then sums locally
+        n.comm_type = SIMULATED["ALL_GATHER" if sparse and kind == "ALL_REDUCE" else kind]
         if kind != "BROADCAST":
             n.duration_ns = 0  # the network decides how long it takes
         return
