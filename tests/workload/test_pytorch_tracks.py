@@ -254,3 +254,19 @@ def test_gloo_threads_started_together_are_one_group(tmp_path, capsys) -> None:
         g = load_graph(tmp_path / "et" / f"g.{rank}.et")
         assert all(n.pg_name in ("", None) for n in g.nodes.values() if n.type == pb.COMM_COLL_NODE)
     assert "simulated over the world" in capsys.readouterr().err
+
+
+def test_a_rank_with_an_extra_collective_is_a_message_not_a_crash(tmp_path, capsys) -> None:
+    """Both of rank 1's traces hold a third all-reduce that rank 0 never ran: the cross-rank check
+    names it (it once crashed in its own message, 'Node' object has no attribute 'host_launcher')."""
+    for rank in range(2):
+        r = _Rank(rank)
+        for k in range(2 + rank):
+            _allreduce(r, 10 + 10 * k, 2, 100 + 200 * k, _t(k + 1, k + 1, 256), record_at=110 + 200 * k,
+                       record_dur=100)
+        r.write(tmp_path, (0, 1000))
+    capsys.readouterr()
+    assert _convert(tmp_path, tmp_path / "et" / "g") == 2
+    err = capsys.readouterr().err
+    assert "host.1.json" in err and "rank 1 runs 3 world collective(s) but rank 0" in err
+    assert "Traceback" not in err and "internal error" not in err
