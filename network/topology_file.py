@@ -17,10 +17,13 @@ with a warning). We also accept trailing fields and ``#`` comments. Rates take b
 with SI or binary prefixes (``400Gbps``, ``100Mbps``, ``1.6Tbps``, ``50GBps``); latencies take
 ``s``, ``ms``, ``us``, ``ns`` or ``ps``.
 
-A rate becomes the network YAML's unit, GB/s, as bytes per second / 10^9 (``400Gbps`` is
-``bandwidth: 50``), and from there every backend treats it exactly as that YAML value: the
-analytical ones with ASTRA-sim's GB = 2^30 bytes, ns-3 with the same conversion. So a star file
-and a ``Switch`` YAML of the same numbers give the same times.
+A rate is what the file's authors meant: bits (or bytes) per second, exactly, with SI prefixes
+(``400Gbps`` is 400 × 10^9 bit/s, 50 bytes per ns), as ASTRA-sim's and SimAI's ns-3 readers take
+it (ns-3's DataRate). Inside, it is held in the network YAML's unit, where ASTRA-sim's analytical
+backend reads ``bandwidth: 50`` as 50 GB/s with GB = 2^30 bytes: ``400Gbps`` is ``bandwidth:
+46.566...`` (50 × 10^9 / 2^30), so a 1 GiB message on one 400Gbps link takes 2^30 / 50 ns plus the
+latency on every backend (21,474,836 + latency), as it does in ns-3. A YAML ``bandwidth:`` keeps
+ASTRA-sim's meaning. docs/network-backends.md ("Units") works both through.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ _TIME = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(s|ms|us|ns|ps)$")
 _PREFIX = {"": 0, "k": 1, "K": 1, "M": 2, "G": 3, "T": 4}
 _NS_PER = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0, "ps": 1e-3}
 MAX_NODES = 1 << 21
+_GIB = float(1 << 30)      # the YAML unit's GB (ASTRA-sim's)
 
 
 class TopologyFileError(InputError):
@@ -45,14 +49,15 @@ class TopologyFileError(InputError):
 
 
 def parse_rate_gb_s(text: str) -> float | None:
-    """``400Gbps`` → 50.0 (GB/s, bytes / 10^9); None when ``text`` is not a rate."""
+    """``400Gbps`` → 50 × 10^9 / 2^30 (the YAML unit, GB/s of 2^30 bytes, that means exactly 400
+    × 10^9 bit/s); None when ``text`` is not a rate."""
     m = _RATE.match(text)
     if not m:
         return None
     value, prefix, binary, unit = m.groups()
     scale = (1024.0 if binary else 1000.0) ** _PREFIX[prefix]
     bytes_per_s = float(value) * scale / (8.0 if unit[0] == "b" else 1.0)
-    return bytes_per_s / 1e9
+    return bytes_per_s / _GIB
 
 
 def parse_latency_ns(text: str) -> float | None:
@@ -61,8 +66,9 @@ def parse_latency_ns(text: str) -> float | None:
 
 
 def format_rate(bandwidth_gb_s: float) -> str:
-    """The inverse of parse_rate_gb_s, in Gbps: 50 → ``400Gbps``."""
-    return f"{bandwidth_gb_s * 8:.12g}Gbps"
+    """The inverse of parse_rate_gb_s, in Gbps: 50 × 10^9 / 2^30 → ``400Gbps``; a YAML
+    ``bandwidth: 50`` (50 × 2^30 bytes/s) → ``429.4967296Gbps``."""
+    return f"{bandwidth_gb_s * _GIB * 8 / 1e9:.10g}Gbps"
 
 
 def format_latency(latency_ns: float) -> str:

@@ -12,7 +12,6 @@ import pytest
 from network.analytical.aware import CongestionAwareBackend
 from network.analytical.unaware import CongestionUnawareBackend
 from network.config import NetworkConfig
-from network.units import bw_gb_s_to_bytes_per_ns
 from system.report import build_report, format_breakdown
 from system.simulation import run_simulation
 from workload.builder import write_collective_microbenchmark
@@ -39,7 +38,9 @@ def _fat_tree_yaml(tmp: Path, os_: int) -> Path:
 @pytest.mark.parametrize("coll, impl", [("ALL_REDUCE", "ring"), ("ALL_TO_ALL", "direct")])
 @pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
 def test_one_switch_star_equals_switch(tmp_path, coll, impl, backend):
-    (tmp_path / "star.txt").write_text("17 1 16\n16\n" + "".join(f"{i} 16 400Gbps 0.0005ms 0\n" for i in range(16)))
+    # a file's rate is bits/s exactly; YAML bandwidth 50 is ASTRA-sim's 50 x 2^30 bytes/s = 429.4967296 Gbps
+    (tmp_path / "star.txt").write_text("17 1 16\n16\n" + "".join(f"{i} 16 429.4967296Gbps 0.0005ms 0\n"
+                                                                for i in range(16)))
     (tmp_path / "star.yml").write_text("topology-file: star.txt\n")
     (tmp_path / "sw.yml").write_text("topology: [Switch]\nnpus_count: [16]\nbandwidth: [50]\nlatency: [500]\n")
     w = write_collective_microbenchmark(tmp_path / "w", 16, coll, MB, shared=True)
@@ -59,8 +60,8 @@ def test_unaware_message_is_latencies_plus_size_over_slowest_link():
         b.recv(dst, 0, MB, 0, lambda d=dst: got.__setitem__(d, b.now()))
         b.send(0, dst, MB, 0, lambda: None)
     b.run()
-    npu_bw = bw_gb_s_to_bytes_per_ns(50)
-    up_bw = bw_gb_s_to_bytes_per_ns(50 * 4 / 2)  # 4 NPUs of 400 Gbps over one uplink at 2:1
+    npu_bw = 50.0                 # 400 Gbps: 50 bytes per ns, exactly
+    up_bw = 50.0 * 4 / 2          # 4 NPUs of 400 Gbps over one uplink at 2:1
     assert got[1] == int(500 + 500 + MB / npu_bw)
     assert got[4] == int(500 + 1000 + 1000 + 500 + MB / min(npu_bw, up_bw))
 
@@ -72,7 +73,7 @@ def test_aware_stores_and_forwards_along_the_path():
     b.recv(3, 0, MB, 5, lambda: got.append(b.now()))
     b.send(0, 3, MB, 5, lambda: None)
     b.run()
-    assert got == [4 * int(500 + MB / bw_gb_s_to_bytes_per_ns(50))]  # npu-leaf-spine-leaf-npu
+    assert got == [4 * int(500 + MB / 50.0)]  # npu-leaf-spine-leaf-npu, 400 Gbps = 50 bytes/ns each
     st = b.stats()
     assert {k: v["bytes"] for k, v in st["link_classes"].items()} == {"npu-leaf": 2 * MB, "leaf-spine": 2 * MB}
 

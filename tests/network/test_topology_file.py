@@ -13,6 +13,11 @@ from tests.conftest import run_cli
 STAR = "9 1 8\n8\n" + "".join(f"8 {i} 400Gbps 0.0005ms 0\n" for i in range(8))
 
 
+def _bps(link) -> float:
+    """A link's rate in bit/s: the YAML unit is GB/s of 2^30 bytes (ASTRA-sim's)."""
+    return link.bandwidth_gb_s * 2**30 * 8
+
+
 def simai_file(servers: int = 2, gps: int = 4) -> str:
     """SimAI's layout: 6-field header, NVSwitch ids first, then ASWs and one PSW, trailing space."""
     gpus = servers * gps
@@ -30,7 +35,7 @@ def simai_file(servers: int = 2, gps: int = 4) -> str:
 def test_astra_sim_star_loads():
     g = parse_topology_text(STAR)
     assert g.npus == tuple(range(8)) and g.switches == {8}
-    assert g.links[0].bandwidth_gb_s == 50.0 and g.links[0].latency_ns == pytest.approx(500.0)
+    assert _bps(g.links[0]) == 400e9 and g.links[0].latency_ns == pytest.approx(500.0)  # bits/s, exactly
     assert set(g.link_classes) == {"npu-leaf"}
 
 
@@ -50,7 +55,7 @@ def test_stream_quirks_load():
     comments, and the unit spellings ns-3 reads."""
     g = parse_topology_text("5 2 4\n3\n 4 \n0 3 100Mbps 1us\n1  3 1.6Tbps 10ns 0 extra\n2 3 50GBps 0.5us 0 # c\n3 4 8Gibps 0.001ms 0\n")
     assert g.switches == {3, 4} and g.npus == (0, 1, 2)
-    assert [round(x.bandwidth_gb_s, 6) for x in g.links] == [0.0125, 200.0, 50.0, round(8 * 1024**3 / 8 / 1e9, 6)]
+    assert [_bps(x) for x in g.links] == [100e6, 1.6e12, 50e9 * 8, 8 * 1024**3]
     assert [x.latency_ns for x in g.links] == pytest.approx([1000.0, 10.0, 500.0, 1000.0])
     assert parse_topology_text("# drawn by hand\n\n" + STAR).switches == {8}  # blank and comment lines first
     ring = parse_topology_text("4 0 4\n\n0 1 25Gbps 0.005ms 0\n1 2 25Gbps 0.005ms 0\n2 3 25Gbps 0.005ms 0\n3 0 25Gbps 0.005ms 0\n")
@@ -106,9 +111,9 @@ def test_yaml_keys_and_logical_dims(tmp_path):
 def test_fat_tree_oversubscription_sets_uplinks():
     g = fat_tree(npus_per_leaf=8, leaves=4, oversubscription=4)
     up = [x for x, c in zip(g.links, g.link_classes) if c == "leaf-spine"]
-    assert len(up) == 4 * 2 and {x.bandwidth_gb_s for x in up} == {50.0}  # 2 uplinks of 400 Gbps per leaf
+    assert len(up) == 4 * 2 and {_bps(x) for x in up} == {400e9}  # 2 uplinks of 400 Gbps per leaf
     g2 = fat_tree(npus_per_leaf=8, leaves=4, uplinks_per_leaf=4, oversubscription=4)
-    assert {x.bandwidth_gb_s for x, c in zip(g2.links, g2.link_classes) if c == "leaf-spine"} == {25.0}
+    assert {_bps(x) for x, c in zip(g2.links, g2.link_classes) if c == "leaf-spine"} == {200e9}
     g3 = fat_tree(npus_per_leaf=8, leaves=2, uplinks_per_leaf=4, spines=2)  # 2 parallel links per pair
     assert len(g3.switches) == 4 and len(g3.links) == 16 + 8
     with pytest.raises(GeneratorError, match="spread evenly"):
@@ -153,3 +158,26 @@ def test_generator_draws_a_png(tmp_path):
     out = tmp_path / "ft.png"
     assert gen_main(["fat-tree", "--leaves", "2", "--npus-per-leaf", "4", "-o", str(tmp_path / "ft.txt"), "--png", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_400gbps_link_moves_50_bytes_per_ns_on_the_analytical_backends(tmp_path):
+    """The worked example of docs/network-backends.md: 1 GiB between two NPUs through one switch,
+    over 400Gbps links of 250 ns, takes 2^30 / 50 + 500 ns on the unaware backend (21,475,336 ns,
+    what ASTRA-sim's and SimAI's ns-3 give on one such 500 ns link), not the 20,000,500 ns that
+    reading 400Gbps as ASTRA-sim's 50 GB/s (of 2^30 bytes) gave."""
+    from network.analytical.aware import CongestionAwareBackend
+    from network.analytical.unaware import CongestionUnawareBackend
+    from network.config import NetworkConfig
+
+    (tmp_path / "pair.txt").write_text("3 1 2\n2\n0 2 400Gbps 0.00025ms 0\n1 2 400Gbps 0.00025ms 0\n")
+    cfg = NetworkConfig.from_dict({"topology-file": str(tmp_path / "pair.txt")})
+    for cls in (CongestionUnawareBackend, CongestionAwareBackend):
+        b = cls(cfg)
+        got = []
+        b.recv(1, 0, 1 << 30, 0, lambda b=b: got.append(b.now()))
+        b.send(0, 1, 1 << 30, 0, lambda: None)
+        b.run()
+        per_hop = (1 << 30) / 50
+        # unaware: the slowest link's serialisation once; aware: store and forward, once per hop
+        want = int(250 + 250 + per_hop) if cls is CongestionUnawareBackend else 2 * int(250 + per_hop)
+        assert got == [want], cls.__name__
