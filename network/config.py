@@ -39,6 +39,10 @@ class NetworkConfig(NamedTuple):
     def from_file(cls, path: str | os.PathLike) -> "NetworkConfig":
         p = Path(path)
         data = load_structured(p, NetworkConfigError, fmt="yaml")
+        if not isinstance(data, dict):
+            hint = _not_a_network_yaml(p)
+            if hint:
+                raise NetworkConfigError(p, "", hint)
         return cls.from_dict(data, p)
 
     @classmethod
@@ -142,3 +146,29 @@ def _shown(v: Any) -> str:
         except ValueError:
             pass
     return text
+
+
+def _not_a_network_yaml(path: Path) -> str | None:
+    """What a file that is not a network YAML is, when it is one of the two text files users
+    give by mistake: a topology file (ASTRA-sim ns-3 / SimAI) or ASTRA-sim ns-3's config.txt."""
+    try:
+        lines = [ln.split("#", 1)[0].split() for ln in path.read_text(errors="replace").splitlines()[:200]]
+    except OSError:
+        return None
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return None
+    head = lines[0]
+    if len(head) in (3, 5, 6) and all(t.isdigit() for t in head[:5]) and len(lines) > 1:
+        return (f"this is a topology file ('{' '.join(head)}': nodes, switches, links, as ASTRA-sim's ns-3 "
+                f"backend and SimAI read them), not a network YAML; write a YAML that names it, e.g. "
+                f"'topology-file: {path.name}' in net.yml beside it, and pass --network net.yml "
+                "(docs/network-backends.md, 'Physical topologies')")
+    keys = {ln[0] for ln in lines}
+    if "TOPOLOGY_FILE" in keys or sum(1 for k in keys if k.isupper() and "_" in k) >= 3:
+        topo = next((ln[1] for ln in lines if ln[0] == "TOPOLOGY_FILE" and len(ln) > 1), "T.txt")
+        return (f"this is ASTRA-sim ns-3's config.txt (KEY value lines), not a network YAML; write a YAML "
+                f"with 'topology-file: {topo}' (the file its TOPOLOGY_FILE names) and pass --network with "
+                "it and --backend ns3; ns-3 settings of ours go under its 'ns3:' key (docs/network-backends.md)")
+    return None
+

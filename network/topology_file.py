@@ -119,13 +119,14 @@ def parse_topology_text(text: str, path: str | os.PathLike | None = None) -> Phy
     toks = _Tokens(text, p)
     first = next((i for i, ln in enumerate(toks.lines) if ln), 0)  # a stream skips leading blank lines
     header = toks.lines[first] if toks.lines else []
+    gpus_per_server = 0
     if len(header) == 3:
         nodes = _int(header[0], p, "the node count", 1, MAX_NODES)
         nv_count, sw_count = 0, _int(header[1], p, "the switch count", 0, nodes)
         links_count = _int(header[2], p, "the link count", 0, 1 << 31)
     elif len(header) in (5, 6):  # SimAI: nodes gpus_per_server nvswitches switches links [gpu_type]
         nodes = _int(header[0], p, "the node count", 1, MAX_NODES)
-        _int(header[1], p, "the GPUs per server", 0, nodes)
+        gpus_per_server = _int(header[1], p, "the GPUs per server", 0, nodes)
         nv_count = _int(header[2], p, "the NVSwitch count", 0, nodes)
         sw_count = _int(header[3], p, "the switch count", 0, nodes)
         links_count = _int(header[4], p, "the link count", 0, 1 << 31)
@@ -155,9 +156,48 @@ def parse_topology_text(text: str, path: str | os.PathLike | None = None) -> Phy
     if len(rest) > links_count:
         warnings.warn(f"{p}: line {rest[links_count][0][0]}: {len(rest) - links_count} line(s) after the "
                       f"{links_count} links the header announces are ignored (as ASTRA-sim and SimAI do)", stacklevel=2)
+    _check_duplicates(links, p)
     graph = PhysicalGraph(nodes, frozenset(switch_ids), frozenset(switch_ids[:nv_count]), tuple(links), p)
     _check_connected(graph, p)
+    if gpus_per_server:
+        _check_servers(graph, gpus_per_server, header[1], p)
     return graph
+
+
+def _check_duplicates(links: list[GraphLink], p: str | None) -> None:
+    """Two lines for one pair of nodes are parallel links (both readers make two), unless they
+    disagree on the rate or the latency: then one of them is a typo, and which one is unknown."""
+    first: dict[tuple[int, int], GraphLink] = {}
+    for link in links:
+        key = (min(link.a, link.b), max(link.a, link.b))
+        seen = first.setdefault(key, link)
+        if seen is not link and (seen.bandwidth_gb_s, seen.latency_ns) != (link.bandwidth_gb_s, link.latency_ns):
+            raise TopologyFileError(p, f"line {link.line}", (
+                f"link {link.a}-{link.b} ({format_rate(link.bandwidth_gb_s)}, {format_latency(link.latency_ns)}) "
+                f"contradicts line {seen.line}'s link between the same nodes ({format_rate(seen.bandwidth_gb_s)}, "
+                f"{format_latency(seen.latency_ns)}); parallel links must agree: fix or remove one"))
+
+
+def _check_servers(graph: PhysicalGraph, gpus_per_server: int, tok: tuple[int, int, str], p: str | None) -> None:
+    """SimAI's gpus_per_server: the NPUs fill whole servers, and an NVSwitch serves one server."""
+    npus = graph.npus
+    where = f"line {tok[0]}, column {tok[1]}"
+    if len(npus) % gpus_per_server:
+        raise TopologyFileError(p, where, f"gpus_per_server is {gpus_per_server}, but the file has {len(npus)} "
+                                          "GPUs, which do not fill whole servers")
+    rank = {n: r for r, n in enumerate(npus)}
+    served: dict[int, set[int]] = {}
+    for link in graph.links:
+        for sw, other in ((link.a, link.b), (link.b, link.a)):
+            if sw in graph.nvswitches and other in rank:
+                served.setdefault(sw, set()).add(rank[other] // gpus_per_server)
+    for sw, servers in sorted(served.items()):
+        if len(servers) > 1:
+            a, b = sorted(servers)[:2]
+            raise TopologyFileError(p, where, (
+                f"NVSwitch node {sw} links GPUs of servers {a} and {b} when gpus_per_server is {gpus_per_server} "
+                f"(server s holds ranks s*{gpus_per_server} .. s*{gpus_per_server}+{gpus_per_server - 1}); the "
+                "header's gpus_per_server does not match the links"))
 
 
 def _link(ln: list[tuple[int, int, str]], p: str | None, nodes: int) -> GraphLink:
@@ -169,6 +209,9 @@ def _link(ln: list[tuple[int, int, str]], p: str | None, nodes: int) -> GraphLin
     if a == b:
         raise TopologyFileError(p, f"line {line}, column {ln[1][1]}", f"a link from node {a} to itself")
     rate = parse_rate_gb_s(ln[2][2])
+    if rate == 0:
+        raise TopologyFileError(p, f"line {line}, column {ln[2][1]}",
+                                f"a link rate must be above 0, got {ln[2][2]!r}: a link that moves nothing is no link")
     if rate is None or not 1e-9 <= rate <= 1e18:
         raise TopologyFileError(p, f"line {line}, column {ln[2][1]}", (
             f"expected a link rate such as 400Gbps (units bps, Kbps, Mbps, Gbps, Tbps or the same in "

@@ -28,6 +28,7 @@ simulation (its methods then raise RuntimeError).
 from __future__ import annotations
 
 import importlib.util
+import time
 import warnings
 import weakref
 from typing import Any
@@ -53,11 +54,13 @@ _live: "weakref.ref[Ns3Backend] | None" = None
 class _Ns3Queue:
     """Stands in for EventQueue inside AnalyticalBackend (recv's delay-0 callback, stats)."""
 
-    __slots__ = ("schedule", "_backend")
+    __slots__ = ("schedule", "_backend", "wall_origin")
 
     def __init__(self, backend: "Ns3Backend") -> None:
         self.schedule = backend.schedule
         self._backend = backend
+        # time.monotonic() when the run's wall budget started (the run sets it: set-up counts)
+        self.wall_origin: float | None = None
 
     @property
     def events_processed(self) -> int:
@@ -224,7 +227,12 @@ class Ns3Backend(AnalyticalBackend):
     def run(self) -> None:
         if not (self._events or self._messages):  # else ns-3 would only drain TCP timers
             return
-        self._fabric.SetLimits(self._max_events or 0, self._wall_limit_s or 0.0)
+        wall = self._wall_limit_s or 0.0
+        origin = getattr(self.queue, "wall_origin", None)
+        if wall and origin is not None:
+            # one budget from the run's start: what set-up and earlier runs spent is gone
+            wall = max(1e-6, wall - (time.monotonic() - origin))
+        self._fabric.SetLimits(self._max_events or 0, wall)
         self._ns.Simulator.Run()
         self._final_events = self.ns3_events()
         if self._error is not None:

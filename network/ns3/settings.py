@@ -147,6 +147,8 @@ def bdp_bytes(topology: Topology, mtu: int) -> int:
     if getattr(topology, "graph", None) is not None:  # a physical graph (graph_wiring.py)
         from network.ns3.graph_wiring import GraphWiring
 
+        if not topology.link_bytes_per_ns:
+            return 0       # one NPU, no link: nothing is ever in flight
         return math.ceil(max(topology.link_bytes_per_ns) * GraphWiring(topology).max_rtt_ns(mtu))
     rtt_ns = sum(
         2 * _max_hops(d.kind, d.npus_count) * (d.latency_ns + mtu / d.bytes_per_ns) for d in topology.dims

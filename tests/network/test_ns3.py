@@ -259,3 +259,30 @@ def test_ring_all_reduce_8npus_1MB_within_25_percent_of_analytical(tmp_path):
     for t in ns3:
         assert analytical[0] <= t <= 1.25 * analytical[0]
         assert t == pytest.approx(analytical[0], rel=0.02)
+
+
+def test_max_wall_seconds_is_honoured_not_a_crash(tmp_path):
+    """--backend ns3 --max-wall-seconds N crashed ('_Ns3Queue' object has no attribute
+    'wall_origin'); now the run's one budget reaches ns-3: a generous one finishes, a spent one
+    stops with the limit's message."""
+    from system.simulation import run_simulation
+    from workload.builder import write_collective_microbenchmark
+
+    w = write_collective_microbenchmark(tmp_path / "w", 4, "ALL_REDUCE", 1 << 16, shared=True)
+    (tmp_path / "r4.yml").write_text("topology: [Ring]\nnpus_count: [4]\nbandwidth: [50]\nlatency: [500]\n")
+    done = run_simulation(w, tmp_path / "r4.yml", backend="ns3", max_wall_s=300)
+    assert done.end_ns > 0
+    with pytest.raises(SimulationLimitError, match="wall-time budget"):
+        run_simulation(w, tmp_path / "r4.yml", backend="ns3", max_wall_s=1e-9, symmetry=False)
+
+
+def test_one_npu_graph_without_links_runs(tmp_path):
+    from system.simulation import run_simulation
+    from workload.builder import GraphBuilder
+
+    (tmp_path / "one.txt").write_text("1 0 0\n\n")
+    (tmp_path / "one.yml").write_text("topology-file: one.txt\n")
+    b = GraphBuilder()
+    b.comp("c", 1000)
+    b.write(tmp_path / "w", 0)
+    assert run_simulation(tmp_path / "w", tmp_path / "one.yml", backend="ns3").end_ns == 1000

@@ -181,3 +181,40 @@ def test_a_400gbps_link_moves_50_bytes_per_ns_on_the_analytical_backends(tmp_pat
         # unaware: the slowest link's serialisation once; aware: store and forward, once per hop
         want = int(250 + 250 + per_hop) if cls is CongestionUnawareBackend else 2 * int(250 + per_hop)
         assert got == [want], cls.__name__
+
+
+_SERVERS = ("4 5\n" + "".join(f"{g} 4 2880Gbps 0.000025ms 0\n" for g in range(4))
+            + "".join(f"{g} 5 400Gbps 0.0005ms 0\n" for g in range(4)))
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("3 1 2\n2\n0 2 0Gbps 0.0005ms 0\n1 2 400Gbps 0.0005ms 0\n", "line 3, column 5", "must be above 0"),
+    ("3 1 3\n2\n0 2 400Gbps 0.0005ms 0\n1 2 400Gbps 0.0005ms 0\n2 0 200Gbps 0.0005ms 0\n", "line 5",
+     "contradicts line 3's link between the same nodes"),
+    ("6 3 1 1 8 H100\n" + _SERVERS, "line 1, column 3", "do not fill whole servers"),
+    ("6 2 1 1 8 H100\n" + _SERVERS, "line 1, column 3", "NVSwitch node 4 links GPUs of servers 0 and 1"),
+])
+def test_contradictions_in_a_file_are_refused_with_their_place(text, where, what):
+    with pytest.raises(TopologyFileError) as e:
+        parse_topology_text(text, "t.txt")
+    assert where in str(e.value) and what in str(e.value)
+
+
+def test_parallel_links_that_agree_are_kept_and_a_right_server_size_is_read():
+    g = parse_topology_text("3 1 3\n2\n0 2 400Gbps 0.0005ms 0\n1 2 400Gbps 0.0005ms 0\n2 0 400Gbps 0.0005ms 0\n")
+    assert len(g.links) == 3
+    assert parse_topology_text("6 4 1 1 8 H100\n" + _SERVERS).nvswitches == {4}
+
+
+@pytest.mark.parametrize("text, what", [
+    ("2 1 1\n1\n0 1 400Gbps 0.0005ms 0\n", "this is a topology file"),
+    ("ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\nTOPOLOGY_FILE topo/8.txt\n", "this is ASTRA-sim ns-3's config.txt"),
+])
+def test_a_text_file_given_as_the_network_yaml_names_topology_file(tmp_path, text, what):
+    from network.config import NetworkConfig
+    from network.errors import NetworkConfigError
+
+    (tmp_path / "x.txt").write_text(text)
+    with pytest.raises(NetworkConfigError) as e:
+        NetworkConfig.from_file(tmp_path / "x.txt")
+    assert what in str(e.value) and "topology-file:" in str(e.value)
