@@ -58,14 +58,19 @@ class PhysicalGraph:
     def reachable_from(self, node: int) -> set[int]:
         return set(i for i, d in enumerate(self.bfs(node)) if d >= 0)
 
-    def bfs(self, root: int) -> list[int]:
-        """Hop distance from ``root`` to every node (-1: unreachable)."""
+    def bfs(self, root: int, through_npus: bool = True) -> list[int]:
+        """Hop distance from ``root`` to every node (-1: unreachable). Without ``through_npus``
+        an NPU other than the root is reached but not gone through: NPUs are endpoints only, as
+        in ASTRA-sim's and SimAI's ns-3 routing (only switches forward)."""
         dist = [-1] * self.nodes_count
         dist[root] = 0
         todo = deque([root])
         adj = self.adjacency
+        switches = self.switches
         while todo:
             u = todo.popleft()
+            if not through_npus and u != root and u not in switches:
+                continue
             du = dist[u] + 1
             for v, _ in adj[u]:
                 if dist[v] < 0:

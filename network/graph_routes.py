@@ -1,10 +1,23 @@
-"""Routes on a physical graph: shortest paths (in links) with per-flow ECMP.
+"""Routes on a physical graph: shortest paths (in links) with ECMP, as the files' own
+simulators route them.
 
 Every backend asks this module for the path of a flow, so all of them send a message over the
-same links. A flow is (source rank, destination rank, tag). At each node the next hop is one
-of the neighbours one link closer to the destination (parallel links count separately); which
-one is a fixed 64-bit hash of the flow and the node, so runs are reproducible and different
-flows spread over the equal-cost paths as ECMP switches spread them.
+same links: the backends ask with tag 0, one path per pair (the pair's one connection). The rules
+are SimAI's ns-3 frontend's
+(``CalculateRoute`` in astra-sim-alibabacloud/astra-sim/network_frontend/ns3/common.h, which
+ASTRA-sim's ns-3 backend shares for the first two):
+
+* only switches forward: an NPU is an endpoint, never a hop in between (the search from a
+  destination goes on from switches and NVSwitches only). A graph with no switch at all (NPUs
+  wired to each other) is the exception: neither reader routes it, and here its NPUs forward;
+* at each node the next hop is one of the neighbours one link closer to the destination
+  (parallel links count separately);
+* if one of those is an NVSwitch, only NVSwitches are: traffic between two GPUs of a server goes
+  over their NVSwitch even where a ToR is as few hops away (SimAI's DCN+ files put every GPU of
+  a server on one ToR).
+
+Which of the remaining next hops is a fixed 64-bit hash of the flow and the node, so runs are
+reproducible and different flows spread over the equal-cost paths as ECMP switches spread them.
 
 Distances to a destination come from a breadth-first search, cached per destination. An NPU
 with a single link (the usual case) is reached through its one neighbour, so the search runs
@@ -36,6 +49,11 @@ class RouteTable:
     def __init__(self, graph: PhysicalGraph) -> None:
         self.graph = graph
         self._npus = graph.npus
+        self._switches = graph.switches
+        self._nvswitches = graph.nvswitches
+        # a graph without any switch (NPUs wired to each other: a ring, a torus) has nothing else
+        # to forward; neither ns-3 reader routes one at all, we let its NPUs forward
+        self._npus_forward = not graph.switches
         self._adj = graph.adjacency
         self._anchor: dict[int, list[int]] = {}  # BFS distances, by root node
 
@@ -46,11 +64,11 @@ class RouteTable:
             via = adj[0][0]
             base = self._anchor.get(via)
             if base is None:
-                base = self._anchor[via] = self.graph.bfs(via)
+                base = self._anchor[via] = self.graph.bfs(via, through_npus=self._npus_forward)
             return lambda n: 0 if n == dst_node else (base[n] + 1 if base[n] >= 0 else -1)
         base = self._anchor.get(dst_node)
         if base is None:
-            base = self._anchor[dst_node] = self.graph.bfs(dst_node)
+            base = self._anchor[dst_node] = self.graph.bfs(dst_node, through_npus=self._npus_forward)
         return base.__getitem__
 
     def path(self, src: int, dst: int, tag: int = 0) -> tuple[int, ...]:
@@ -65,9 +83,13 @@ class RouteTable:
         left = dist(u)
         if left < 0:
             raise ValueError(f"rank {dst} cannot be reached from rank {src}")
+        switches, nv = self._switches, self._nvswitches
         while u != d:
             left -= 1
-            choices = [(v, lid) for v, lid in self._adj[u] if dist(v) == left]
+            choices = [(v, lid) for v, lid in self._adj[u]
+                       if dist(v) == left and (v == d or v in switches or self._npus_forward)]
+            if nv and len(choices) > 1 and any(v in nv for v, _ in choices):
+                choices = [c for c in choices if c[0] in nv]
             v, lid = choices[_mix(h ^ u) % len(choices)] if len(choices) > 1 else choices[0]
             links.append(lid)
             u = v

@@ -44,7 +44,7 @@ class GraphTopology(Topology):
     def path_delay_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> int:
         """Congestion-unaware: Σ link latency + size / slowest link bandwidth, truncated once."""
         links = self.graph.links
-        path = self.routes.path(src, dst, tag)
+        path = self.routes.path(src, dst, 0)  # one path per pair on every backend (graph_links.py)
         lat = 0.0
         for lid in path:
             lat += links[lid >> 1].latency_ns

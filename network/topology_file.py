@@ -242,6 +242,16 @@ def _check_connected(graph: PhysicalGraph, p: str | None) -> None:
     if lonely and len(npus) > 1:
         raise TopologyFileError(p, "links", f"NPU node {lonely[0]} (rank {npus.index(lonely[0])}) has no link; "
                                             f"{len(lonely)} NPU(s) are not connected")
+    if graph.switches and len(npus) > 1:
+        # only switches forward (graph_routes.py): every NPU must hang off one switched fabric
+        dist = graph.bfs(npus[0], through_npus=False)
+        cut = [n for n in npus if dist[n] < 0]
+        if cut:
+            raise TopologyFileError(p, "links", (
+                f"NPU node {cut[0]} (rank {npus.index(cut[0])}) cannot reach NPU node {npus[0]} through "
+                f"switches ({len(cut)} NPU(s) cannot): only switches forward, NPUs are endpoints, as in "
+                "ASTRA-sim's and SimAI's ns-3; link every NPU to a switch of the fabric"))
+        return
     reach = graph.reachable_from(npus[0])
     cut = [n for n in npus if n not in reach]
     if cut:

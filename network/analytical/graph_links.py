@@ -32,9 +32,12 @@ class GraphFlows:
         key = (src, dst, tag)
         fb = self._flow_bytes
         fb[key] = fb.get(key, 0) + size_bytes
-        route = self._paths.get(key)
+        # one path per pair, whatever the tag: a pair's messages share one connection, as ns-3's
+        # TCP connection (graph_wiring.py) and SimAI's per-pair flows do, so every backend
+        # sends a message over the same links
+        route = self._paths.get((src, dst, 0))
         if route is None:
-            route = self._paths[key] = tuple(self._link(lid) for lid in self._routes.path(src, dst, tag))
+            route = self._paths[(src, dst, 0)] = tuple(self._link(lid) for lid in self._routes.path(src, dst, 0))
         return route
 
     def count(self, src: int, dst: int, tag: int, size_bytes: int) -> None:

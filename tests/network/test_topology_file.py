@@ -74,7 +74,7 @@ def test_lines_after_the_announced_links_are_ignored_with_a_warning():
     ("3 1 2\n2\n0 2 400Gbps 1us 0\n1 2 400Gbit 1us 0\n", "line 4, column 5", "link rate"),
     ("3 1 2\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1 0\n", "line 4, column 13", "latency"),
     ("4 1 2\n3\n0 3 400Gbps 1us 0\n1 3 400Gbps 1us 0\n", "links", "NPU node 2 (rank 2) has no link"),
-    ("5 1 3\n4\n0 4 400Gbps 1us 0\n1 4 400Gbps 1us 0\n2 3 400Gbps 1us 0\n", "links", "cannot be reached"),
+    ("5 1 3\n4\n0 4 400Gbps 1us 0\n1 4 400Gbps 1us 0\n2 3 400Gbps 1us 0\n", "links", "cannot reach NPU node 0 through switches"),
     ("3 1 3\n2\n0 2 400Gbps 1us 0\n1 2 400Gbps 1us 0\n", "line 5", "announces 3 links"),
     ("3 1\n2\n", "line 1", "got 2 fields"),
     ("3 1 2\n7\n", "line 2, column 1", "switch id must be from 0 to 2"),
@@ -218,3 +218,23 @@ def test_a_text_file_given_as_the_network_yaml_names_topology_file(tmp_path, tex
     with pytest.raises(NetworkConfigError) as e:
         NetworkConfig.from_file(tmp_path / "x.txt")
     assert what in str(e.value) and "topology-file:" in str(e.value)
+
+
+def test_routes_follow_simais_rules_npus_never_forward_and_servers_use_their_nvswitch():
+    """graph_routes.py: SimAI's CalculateRoute. (1) NPU 2 links NPUs 0 and 1 as directly as the
+    switch does; only the switch forwards. (2) SimAI's DCN+ shape: a server's 4 GPUs on one ToR
+    and on their NVSwitch, both 2 hops; every same-server pair takes the NVSwitch, for every tag."""
+    tri = parse_topology_text("4 1 5\n3\n0 2 400Gbps 1us 0\n2 1 400Gbps 1us 0\n0 3 400Gbps 1us 0\n"
+                              "1 3 400Gbps 1us 0\n2 3 400Gbps 1us 0\n")
+    r = RouteTable(tri)
+    assert {tuple(r.node_path(0, 1, tag)) for tag in range(32)} == {(0, 3, 1)}
+    # 2 servers of 4 GPUs (0-7), NVSwitches 8 and 9, one ToR 10 for all
+    links = [f"{g} {8 + g // 4} 2880Gbps 0.000025ms 0" for g in range(8)] + [f"{g} 10 400Gbps 0.0005ms 0"
+                                                                              for g in range(8)]
+    dcn = parse_topology_text(f"11 4 2 1 16 H100\n8 9 10\n" + "\n".join(links) + "\n")
+    r = RouteTable(dcn)
+    for a in range(8):
+        for b in range(8):
+            if a != b:
+                mid = {tuple(r.node_path(a, b, tag))[1] for tag in range(16)}
+                assert mid == ({8 + a // 4} if a // 4 == b // 4 else {10}), (a, b, mid)
