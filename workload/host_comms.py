@@ -48,6 +48,7 @@ from workload.comm_names import (PEER_ARGS, RECV, SEND, SIMULATED, backend_kind,
                                  dispatch_kind, int_or_none, is_sparse_record, named_args, shape_bytes, tensor_bytes,
                                  tensor_records)
 from workload.errors import WorkloadError
+from workload.sparse_tensors import MAKERS, PARTS, SAYS_PARTS, SparseParts
 
 _COMM_NODES = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 _P2P = {SEND: pb.COMM_SEND_NODE, RECV: pb.COMM_RECV_NODE}
@@ -73,14 +74,20 @@ def recognise_host_comms(path: Path, nodes: dict[int, Any], raw: dict[int, Any])
     for launcher, record in pairs:
         if launcher is not None and record is not None:
             _place_under(path, record, launcher, nodes, topo)
+    parts: list[SparseParts] = []          # built at the first sparse collective, if any
+
+    def sparse_bytes(carrier: Any, at: Any, ids: list[int]) -> int:
+        if not parts:
+            parts.append(_sparse_parts(nodes, raw, order))
+        return _sparse_bytes(path, carrier, ids, parts[0], order.key(at.id))
+
     for launcher, record in pairs:
         kind = dispatch_kind(launcher.name) if launcher is not None else backend_kind(record.name)
         carrier = record if record is not None else launcher
         if kind in SIMULATED or kind in _P2P:
             paired = launcher if launcher is not None and record is not None else None
             _make_comm(path, carrier, kind, raw[carrier.id], raw[paired.id] if paired is not None else None,
-                       lambda ids: _sparse_bytes(path, carrier, ids, nodes, raw, order,
-                                                 launcher if launcher is not None else carrier))
+                       lambda ids, c=carrier, at=launcher or carrier: sparse_bytes(c, at, ids))
             made[kind] += 1
         else:
             kept[kind] += 1
@@ -379,53 +386,31 @@ def _size(args: dict[str, tuple]) -> int:
     return shape_bytes(entry[2], entry[1])
 
 
-#: operators that say a sparse COO tensor's parts: constructors (inputs: indices, then values; the
-#: output is the sparse tensor) and accessors (input: the sparse tensor; output: the part)
-_SPARSE_MAKERS = {"aten::_sparse_coo_tensor_unsafe", "aten::_sparse_coo_tensor_with_dims_and_tensors",
-                  "aten::sparse_coo_tensor"}
-_SPARSE_PARTS = {"aten::_indices": "indices", "aten::indices": "indices", "aten::_values": "values",
-                 "aten::values": "values"}
-
-
-def _sparse_bytes(path: Path, n: Any, tensor_ids: list[int], nodes: dict[int, Any], raw: dict[int, Any],
-                  order: _Order, launcher: Any) -> int:
+def _sparse_bytes(path: Path, n: Any, tensor_ids: list[int], parts: "SparseParts", at: int) -> int:
     """Bytes of the indices and values of the sparse tensors ``tensor_ids`` that a sparse
-    all-reduce sends (gloo's ``gloo:sparse_all_reduce``; the execution trace records a sparse tensor
-    with 0 elements), from the operators of the file that say them: for each part, the last one
-    that the rank started before the collective's dispatcher op (in _Order; an op without an rf_id
-    by its node id), else the first after it."""
-    want = set(tensor_ids)
-    at = order.key(launcher.id)
-    seen: dict[tuple[int, str], list[tuple[bool, int, int]]] = {}
-    for nid, m in nodes.items():
-        if m.name not in _SPARSE_MAKERS and m.name not in _SPARSE_PARTS:
-            continue
-        rm = raw[nid]
-        ins = tensor_records(_literal(rm.inputs.values)) if rm.HasField("inputs") else []
-        outs = tensor_records(_literal(rm.outputs.values)) if rm.HasField("outputs") else []
-        k = order.key(nid)
-        if m.name in _SPARSE_MAKERS:
-            dense = [r for r in ins if not is_sparse_record(r)]
-            for t in {r[0] for r in outs} & want:
-                if len(dense) >= 2:
-                    for part, r in zip(("indices", "values"), dense):
-                        seen.setdefault((t, part), []).append((k > at, abs(k - at), r[3] * r[4]))
-        else:
-            for t in {r[0] for r in ins} & want:
-                if outs:
-                    seen.setdefault((t, _SPARSE_PARTS[m.name]), []).append((k > at, abs(k - at), tensor_bytes(outs)))
+    all-reduce sends (workload/sparse_tensors.py), as seen nearest its dispatcher op's start."""
     total = 0
     for t in tensor_ids:
-        for part in ("indices", "values"):
-            found = seen.get((t, part))
-            if not found:
-                raise WorkloadError(
-                    path, n.describe(),
-                    f"a sparse collective of tensor {t}, which the trace records with 0 elements, and no operator "
-                    f"of the file says its {part} ({', '.join(sorted(_SPARSE_MAKERS | set(_SPARSE_PARTS)))}): "
-                    "its size is unknown; add comm_size to a COMM_COLL_NODE")
-            total += min(found)[2]
+        size = parts.bytes_at(t, at)
+        if size is None:
+            raise WorkloadError(
+                path, n.describe(),
+                f"a sparse collective of tensor {t}, which the trace records with 0 elements, and no operator "
+                f"of the file says both its indices and its values ({SAYS_PARTS}): its size is unknown; add "
+                "comm_size to a COMM_COLL_NODE")
+        total += size
     return total
+
+
+def _sparse_parts(nodes: dict[int, Any], raw: dict[int, Any], order: "_Order") -> SparseParts:
+    """The file's sparse-tensor parts, indexed once (only the operators that say them are read)."""
+    def ops():
+        for nid, m in nodes.items():
+            if m.name in MAKERS or m.name in PARTS:
+                rm = raw[nid]
+                yield (order.key(nid), m.name, _literal(rm.inputs.values) if rm.HasField("inputs") else [],
+                       _literal(rm.outputs.values) if rm.HasField("outputs") else [])
+    return SparseParts(ops())
 
 
 def _literal(text: str) -> list:

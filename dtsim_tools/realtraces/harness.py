@@ -188,7 +188,7 @@ def kineto_rank(trace: dict | list) -> dict:
 def sparse_as_gathers(expected: dict[str, int], gloo: dict[str, int]) -> dict[str, int]:
     """gloo runs an all-reduce of sparse tensors as all-gathers of their indices and values
     (``gloo:sparse_all_reduce``), and the converter writes it as one ALL_GATHER
-    (workload/pytorch/sparse.py)."""
+    (workload/sparse_tensors.py)."""
     out = dict(expected)
     sparse = min(gloo.get("gloo:sparse_all_reduce", 0), out.get("ALL_REDUCE", 0))
     if sparse:
@@ -295,17 +295,6 @@ def load_measured(case: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------------------- ET side
-
-def _varint(raw: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = raw[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-
 
 def et_collectives(path: str | os.PathLike) -> dict[str, int]:
     """Collectives per kind in one Chakra ET (COMM_COLL by comm_type; SEND; RECV)."""

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 
 from workload.collect.execution_trace import EtNode, ExecutionTrace
-from workload.comm_names import BACKEND_PREFIXES, DTYPE_BYTES
+from workload.comm_names import BACKEND_PREFIXES, DTYPE_BYTES, tensor_records
 from workload.pytorch.device_trace import DeviceTrace, Span
-from workload.pytorch.sparse import tensor_records
 
 
 def link_backend_records(et: ExecutionTrace, dev: DeviceTrace, ops: list[EtNode]) -> dict[int, Span]:

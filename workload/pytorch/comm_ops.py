@@ -50,7 +50,7 @@ class CommOp:
     peer: int | None          # group rank of the other side of a send/recv
     tag: int
     group_name: str | None    # process-group name when the operator names it
-    sparse: bool = False      # an all-reduce of sparse tensors, sent as an all-gather (sparse.py)
+    sparse: bool = False      # an all-reduce of sparse tensors, sent as an all-gather (workload/sparse_tensors.py)
 
 
 def comm_op(node: EtNode, record_args: dict | None) -> CommOp:

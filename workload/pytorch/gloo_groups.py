@@ -20,6 +20,7 @@ converter's warning says so; the cross-rank check then refuses what cannot pair 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 from chakra_proto.attrs import attr_string
 from workload.pytorch.groups import ProcessGroups
@@ -36,7 +37,7 @@ def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> i
     world = len(rank_graphs)
     order = ["__world__", *groups.non_world()]                     # creation order: ids 1, 2, ...
     members = {"__world__": list(range(world)), **{g: groups.members[g] for g in groups.non_world()}}
-    options: dict[int, list[dict]] = {}
+    options: dict[int, list[_Split]] = {}
     for rg in rank_graphs:
         recs = [c for c in rg.comms if c.group is None]
         if not recs or any(c.thread is None for c in recs):
@@ -48,15 +49,15 @@ def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> i
             if len(opts) >= _MAX_OPTIONS:
                 break
             of_thread = {t: mine[i] for t, i in split.items()}
-            opts.append({g: tuple((c.kind, c.size) for c in recs if of_thread[c.thread] == g) for g in mine}
-                        | {"__threads__": of_thread})
+            seqs = {g: tuple((c.kind, c.size) for c in recs if of_thread[c.thread] == g) for g in mine}
+            opts.append(_Split(of_thread, seqs))
         options[rg.rank] = opts
     changed = True
     while changed:
         changed = False
         for r, opts in options.items():
-            kept = [o for o in opts if all(any(p.get(g) == o[g] for p in options[m])
-                                           for g in o if g != "__threads__" for m in members[g] if m != r)]
+            kept = [o for o in opts if all(any(p.seqs.get(g) == seq for p in options[m])
+                                           for g, seq in o.seqs.items() for m in members[g] if m != r)]
             if len(kept) != len(opts):
                 options[r], changed = kept, True
     placed = 0
@@ -64,11 +65,11 @@ def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> i
     for r, opts in options.items():
         if not opts:
             return 0
-        used = max(sum(1 for g, seq in o.items() if g != "__threads__" and seq) for o in opts)
-        best = [o for o in opts if sum(1 for g, seq in o.items() if g != "__threads__" and seq) == used]
-        if len({tuple(sorted(o["__threads__"].items())) for o in best}) > 1:
+        used = max(o.groups_used for o in opts)
+        best = {tuple(sorted(o.of_thread.items())): o for o in opts if o.groups_used == used}
+        if len(best) > 1:
             return 0
-        chosen[r] = best[0]["__threads__"]
+        chosen[r] = next(iter(best.values())).of_thread
     for rg in rank_graphs:
         for c in rg.comms:
             if c.group is not None:
@@ -81,6 +82,18 @@ def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> i
             placed += 1
         rg.stats.no_group = 0           # every one is placed, the world's too
     return placed
+
+
+@dataclass(frozen=True)
+class _Split:
+    """One way to give a rank's threads to its groups, and the collectives each group then runs."""
+
+    of_thread: dict[tuple, str]
+    seqs: dict[str, tuple]
+
+    @property
+    def groups_used(self) -> int:
+        return sum(1 for seq in self.seqs.values() if seq)
 
 
 def _tid(thread: tuple) -> tuple:

@@ -4,7 +4,7 @@ Every member of a process group runs the group's collectives in the same order (
 queues them first in, first out), so the k-th collective of a kind in a group on one rank is the
 k-th on every other member. Across ranks an instance gives:
 
-* the size of a sparse all-reduce (sent as an all-gather, sparse.py), which differs per rank:
+* the size of a sparse all-reduce (sent as an all-gather, workload/sparse_tensors.py), which differs per rank:
   every rank gets the mean, so the simulated all-gather moves the bytes the ranks sent;
 * the collective's time (collective_time): on one machine, whose ranks share a clock, from the
   moment the last rank joined it to the moment the last rank left it (what the step pays, the

@@ -21,15 +21,15 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from workload.builder import GraphBuilder
-from workload.comm_names import data_argument, named_args
+from workload.comm_names import data_argument, is_sparse_record, named_args, tensor_records
 from workload.pytorch.backend_records import link_backend_records
 from workload.pytorch.comm_ops import (RECV, SEND, SIMULATED, CommOp, comm_op, has_dispatch_ops, kind_of_name,
                                        record_bytes)
 from workload.pytorch.device_trace import DeviceTrace, GpuEvent
 from workload.pytorch.errors import PyTorchTraceError
-from workload.pytorch.sparse import SparseSizes, is_storageless, tensor_records
 from workload.pytorch.groups import ProcessGroups
 from workload.pytorch.units import Unit, host_units
+from workload.sparse_tensors import SAYS_PARTS, SparseParts
 from workload.collect.execution_trace import ExecutionTrace
 
 _NAME_MAX = 160
@@ -45,7 +45,6 @@ class RankStats:
     skipped_comms: Counter = field(default_factory=Counter)
     no_group: int = 0
     cpu_ns: int = 0
-    sparse: int = 0
 
 
 @dataclass(slots=True)
@@ -74,8 +73,9 @@ class RankGraph:
         self.host_pending: dict[int, int] = {}      # storage -> collective node the host must wait for
         self.device_pending: dict[int, int] = {}    # storage -> NCCL collective node
         self.comms: list[CommRecord] = []
+        self.units: list[Unit] = []
         self._backend: dict = {}
-        self._sparse: SparseSizes | None = None
+        self._sparse: SparseParts | None = None
 
     def build(self) -> GraphBuilder:
         units = host_units(self.host, self.dev)
@@ -142,24 +142,24 @@ class RankGraph:
         return op if op.kind else None
 
     def _sparse_all_reduce(self, u: Unit, op: CommOp) -> CommOp:
-        """An all-reduce of sparse tensors: an all-gather of their indices and values (sparse.py)."""
+        """An all-reduce of sparse tensors: an all-gather of their indices and values
+        (workload/sparse_tensors.py)."""
         args = named_args(u.node.inputs.values, u.node.inputs.types, u.node.op_schema)
         records = tensor_records(data_argument(args))
-        if not records or not all(is_storageless(r) for r in records):
+        if not records or not all(is_sparse_record(r) for r in records):
             return op
         if self._sparse is None:
-            self._sparse = SparseSizes(self.host)
+            self._sparse = SparseParts((n.rf_id, n.name, n.inputs.values, n.outputs.values)
+                                       for n in self.host.nodes.values())
         size = 0
         for r in records:
-            b = self._sparse.bytes_before(r[0], u.node.rf_id)
+            b = self._sparse.bytes_at(r[0], u.node.rf_id)
             if b is None:
                 raise PyTorchTraceError(self.host.path, f"node {u.node.id} ({u.node.name}, rf_id {u.node.rf_id})",
                                         f"all-reduces tensor {r[0]}, which has no storage (a sparse tensor), but "
-                                        "the trace shows neither where it was made (aten::_sparse_coo_tensor_*) "
-                                        "nor its indices and values (aten::_indices / aten::_values) before it, so "
-                                        "the bytes it sends are unknown; record the step that makes the gradient")
+                                        f"no operator of the trace shows both its indices and its values ({SAYS_PARTS}), "
+                                        "so the bytes it sends are unknown; record the step that makes the gradient")
             size += b
-        self.stats.sparse += 1
         return replace(op, kind="ALL_GATHER", size_bytes=size, sparse=True)
 
     def _record_args(self, u: Unit) -> dict | None:
