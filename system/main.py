@@ -121,7 +121,11 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
 
     from workload.triosim import convert_triosim
 
-    prefix = args.triosim_out or str(Path(tempfile.mkdtemp(prefix="dtsim-triosim-")) / "triosim")
+    if args.triosim_out:
+        prefix = args.triosim_out
+    else:  # main() removes it when the run ends
+        args.triosim_tmp = tempfile.mkdtemp(prefix="dtsim-triosim-")
+        prefix = str(Path(args.triosim_tmp) / "triosim")
     try:
         conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
     except OSError as e:  # reading errors are TrioSimTraceErrors already: this is the output
@@ -205,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=_sys.stderr)
         return ExitCode.INTERNAL_ERROR
+    finally:
+        if getattr(args, "triosim_tmp", None):
+            import shutil
+
+            shutil.rmtree(args.triosim_tmp, ignore_errors=True)
     return ExitCode.OK
 
 

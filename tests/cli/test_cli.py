@@ -212,6 +212,19 @@ def test_triosim_folder_one_step(tmp_path: Path) -> None:
     assert end > 94038000
 
 
+def test_triosim_folder_without_triosim_out_leaves_no_files(tmp_path: Path) -> None:
+    """The converted Chakra files go to a temporary folder that the run removes (they were left
+    behind, a folder per run)."""
+    r = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", "--dp", "8", "--quiet",
+                "--network", str(EXAMPLES / "network" / "triosim_like.yml"), env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert not list(tmp_path.glob("dtsim-triosim-*"))
+    bad = run_cli("--workload", str(EXAMPLES / "triosim" / "vgg13"), "--batch-size", "128", "--dp", "8", "--quiet",
+                  "--network", str(EXAMPLES / "network" / "triosim_like.yml"), "--max-events", "3",
+                  env={"TMPDIR": str(tmp_path)})
+    assert bad.returncode == 2 and not list(tmp_path.glob("dtsim-triosim-*"))
+
+
 def test_layout_flags_need_a_trace_folder(example_args: list[str]) -> None:
     _assert_bad(run_cli(*example_args, "--dp", "8"), "--dp", "TrioSim trace folder")
 

@@ -17,7 +17,7 @@ from chakra_proto import et_def_pb2 as pb
 from system.simulation import run_simulation
 from workload.convert import main as convert_main
 from workload.graph import load_graph
-from workload.pytorch.network_fit import Measurement, fit_network, _Simulator
+from workload.pytorch.network_fit import Measurement, busy_periods, fit_network, _Simulator
 
 ET_SCHEMA = "1.1.1-chakra.0.0.4"
 PG = "__torch__.torch.classes.c10d.ProcessGroup process_group"
@@ -127,6 +127,49 @@ def test_gloo_worker_thread_work_is_not_host_time_and_its_gaps_are_not_work(tmp_
     assert cpu == {"aten::mul": 100_000, "c10d::allreduce_": 100_000 + 10_000, "aten::add": 90_000 + 100_000}
 
 
+def test_work_inside_a_backend_record_the_execution_trace_lost_is_not_host_time(tmp_path) -> None:
+    """gloo's record outlives the step, so the execution trace drops it and files the work Kineto
+    shows inside it (a sparse all-reduce's coalescing and copies) at the worker thread's root;
+    that work is still the collective's, not the rank's host time."""
+    for rank in range(2):
+        r = _Rank(rank)
+        r.op(3, "aten::mul", 2, 0, 100)
+        r.op(10, "c10d::allreduce_", 2, 200, 10, values=[[_t(1, 1, 256)], "<Object>"],
+             types=["GenericList[Tensor(float)]", "Object"], schema=f"c10d::allreduce_(Tensor[] tensors, {PG}) -> ()")
+        r.rf += 1                      # Kineto only: gloo's record, still running when the step ended
+        r.events.append({"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": r.pid,
+                         "tid": WORKER, "ts": 220, "dur": 9_000, "args": {"Record function id": r.rf}})
+        r.op(12, "aten::coalesce", 2, 300, 3_000, tid=WORKER)       # inside it, filed at the thread root
+        r.op(13, "aten::copy_", 2, 3_400, 2_000, tid=WORKER)
+        r.op(14, "aten::add", 2, 400, 100)
+        r.write(tmp_path, (0, 6_000))
+    assert _convert(tmp_path, tmp_path / "et" / "g") == 0
+    for rank in range(2):
+        g = load_graph(tmp_path / "et" / f"g.{rank}.et")
+        cpu = {n.name: n.duration_ns for n in g.nodes.values() if n.is_cpu_op}
+        assert "aten::coalesce" not in cpu and "aten::copy_" not in cpu, cpu
+        assert _collectives(tmp_path / "et" / f"g.{rank}.et") == [(pb.ALL_REDUCE, 1024)]
+
+
+def test_time_before_the_first_operator_of_the_step_is_host_time(tmp_path) -> None:
+    """ProfilerStep starts, the script runs 300 us of its own Python, then the first operator:
+    those 300 us are the step's as every later gap on the main thread is."""
+    for rank in range(2):
+        r = _Rank(rank)
+        r.op(3, "aten::mul", 2, 300, 100)
+        _allreduce(r, 10, 2, 500, _t(1, 1, 256), record_at=504, record_dur=50)
+        r.write(tmp_path, (0, 700))
+    assert _convert(tmp_path, tmp_path / "et" / "g") == 0
+    g = load_graph(tmp_path / "et" / "g.0.et")
+    cpu = {n.name: n for n in g.nodes.values() if n.is_cpu_op}
+    assert cpu["aten::mul"].duration_ns == 300_000 + 100_000
+    # the all-reduce is issued where gloo's thread started it, 4 us into its 10 us launcher
+    (coll,) = [n for n in g.nodes.values() if n.type == pb.COMM_COLL_NODE]
+    head, tail = cpu["c10d::allreduce_"], cpu["c10d::allreduce_ (after its backend started)"]
+    assert (head.duration_ns, tail.duration_ns) == (100_000 + 4_000, 6_000)
+    assert head.id in coll.parents and head.id in tail.parents and coll.id not in tail.parents
+
+
 def test_sparse_all_reduce_is_an_all_gather_of_indices_and_values(tmp_path) -> None:
     """gloo's sparse all-reduce gathers every rank's indices and values; the execution trace
     records the sparse tensor without elements, and where it was made with its two parts."""
@@ -200,6 +243,41 @@ def test_network_fit_recovers_a_known_ring(tmp_path) -> None:
     assert fit is not None and fit.npus == 4
     assert fit.bandwidth_gb_s == pytest.approx(3.0, rel=0.02) and fit.latency_ns == pytest.approx(20_000, rel=0.02)
     assert max(abs(e) for e in fit.errors) < 0.01
+
+
+def test_busy_periods_are_maximal_runs_of_overlapping_spans() -> None:
+    m = [Measurement("ALL_REDUCE", 1, 100, 0), Measurement("ALL_REDUCE", 2, 50, 90),   # overlap
+         Measurement("ALL_REDUCE", 3, 10, 139),                                         # inside the second
+         Measurement("ALL_REDUCE", 4, 10, 149),                                         # starts as it ends
+         Measurement("ALL_REDUCE", 5, 10, None)]                                        # no shared clock
+    alone, periods = busy_periods(list(reversed(m)))
+    assert [[x.size for x in p] for p in periods] == [[1, 2, 3]]
+    assert sorted(x.size for x in alone) == [4, 5]
+
+
+def test_overlapping_collectives_are_fitted_as_busy_periods(tmp_path) -> None:
+    """Collectives that overlap share the network: each one's span holds the others' transfer.
+    Spans made by a work-conserving server from the simulator's own times on Ring(2) at 0.5 GB/s
+    and 50 us per hop are fitted back, and only when the fit treats them as busy periods."""
+    sim = _Simulator(tmp_path, 2)
+    sizes = [1 << 18, 3 << 18, 1 << 20, 5 << 18]
+    alone = {s: sim.time_ns(("ALL_REDUCE", s), 50_000.0, 0.5) for s in sizes}
+    ms, clock = [], 0
+    for first, second, lag in ((sizes[0], sizes[1], 0.2), (sizes[2], sizes[3], 0.6), (sizes[1], sizes[2], 0.1)):
+        a0, a1 = clock, clock + int(lag * alone[first])
+        end0 = a0 + alone[first]
+        end1 = max(end0, a1) + alone[second]      # served in turn; the busy period ends here either way
+        # what a trace shows when both run at once: each span lasts until (about) the period's end
+        ms += [Measurement("ALL_REDUCE", first, end1 - a0 - 1, a0), Measurement("ALL_REDUCE", second, end1 - a1, a1)]
+        clock = end1 + 10_000_000
+    fit = fit_network(ms, 2)
+    assert fit.bandwidth_gb_s == pytest.approx(0.5, rel=0.03) and fit.latency_ns == pytest.approx(50_000, rel=0.1)
+    assert len(fit.busy_periods) == 3 and max(abs(sim / meas - 1) for _, meas, sim in fit.busy_periods) < 0.01
+    assert "busy period" in fit.describe()
+    # the same spans taken one by one (no shared clock) fit another network, and fit it badly
+    blind = fit_network([Measurement(x.kind, x.size, x.time_ns) for x in ms], 2)
+    assert not blind.busy_periods and abs(blind.bandwidth_gb_s / 0.5 - 1) > 0.15 and blind.latency_ns > 100_000
+    assert max(abs(e) for e in blind.errors) > 0.1
 
 
 def test_converter_writes_the_fitted_network_and_it_runs(tmp_path) -> None:

@@ -38,6 +38,41 @@ def current_rank() -> int:
     return int(os.environ.get("RANK", "0") or 0)
 
 
+#: how far ahead of the slowest rank's clock reading the ranks agree to start the profiled step
+START_MARGIN_S = 0.25
+
+
+def line_up_ranks(step: int, margin_s: float = START_MARGIN_S) -> float | None:
+    """Start the profiled step on every rank at one instant; returns how late this rank was (s).
+
+    Starting the profiler takes a while, and not as long on every rank. A barrier does not line
+    the ranks up again: gloo lets a rank leave its barrier as soon as its own messages are in,
+    and a rank whose worker thread is starved leaves late (24 ms after the other on a 2-rank
+    GRU, 26 ms across 4 ranks), so that rank begins the step late and the others' first
+    collective waits for it inside the step, which the simulator, starting every rank at 0,
+    rightly never shows. So the ranks agree on an instant of the wall clock, the latest of
+    their readings plus a margin, and each sleeps until it. On one machine that is one clock
+    (the skew left is the scheduler's, well under a millisecond); across machines it is as good
+    as their clock synchronisation. The readings go through the process group's key-value store,
+    not a collective, so the trace holds no collective of ours; this lies before the
+    ProfilerStep annotation, which bounds the step. None when there is no process group."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    rank, world = dist.get_rank(), dist.get_world_size()
+    store = dist.distributed_c10d._get_default_store()
+    keys = [f"dtsim_collect/step{step}/start/{r}" for r in range(world)]
+    store.set(keys[rank], repr(time.time() + margin_s))
+    store.wait(keys)
+    target = max(float(store.get(k).decode()) for k in keys)
+    while (left := target - time.time()) > 0.002:
+        time.sleep(left - 0.001)
+    while time.time() < target:     # the last ms spinning: sleep wakes up late
+        pass
+    return time.time() - target
+
+
 class StepProfiler:
     """Profiles the step-th optimizer step (1-based) of this process."""
 
@@ -54,6 +89,7 @@ class StepProfiler:
         self.rank: int | None = None
         self.handle: Any = None
         self.done = False
+        self.start_lateness_s: float | None = None
 
     def install(self) -> "StepProfiler":
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -91,13 +127,7 @@ class StepProfiler:
         self.observer = ExecutionTraceObserver().register_callback(str(self.out / f"host.{self.rank}.json"))
         self.prof = profile(activities=activities, record_shapes=True, execution_trace_observer=self.observer)
         self.prof.start()
-        # starting the profiler takes a while, and not as long on every rank: line the ranks up
-        # again so that the step measures the model, not one rank waiting for another's profiler
-        # (the barrier lies before the ProfilerStep annotation, which bounds the step)
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            dist.barrier()
+        self.start_lateness_s = line_up_ranks(self.step)
         self.annotation = torch.autograd.profiler.record_function(f"ProfilerStep#{self.step}")
         self.annotation.__enter__()
         self.t_last = time.perf_counter()
@@ -126,7 +156,9 @@ class StepProfiler:
                   "unprofiled_median_s": round(median, 6) if median is not None else None,
                   "unprofiled_steps": len(others),
                   "profiler_slowdown": round(profiled / median, 3) if profiled and median else None,
-                  "threads": torch.get_num_threads(), "torch": torch.__version__, "pid": os.getpid()}
+                  "threads": torch.get_num_threads(), "torch": torch.__version__, "pid": os.getpid(),
+                  "start_lateness_s": (round(self.start_lateness_s, 6)
+                                       if self.start_lateness_s is not None else None)}
         path = self.out / f"step.{rank}.json"
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(record, indent=1) + "\n")

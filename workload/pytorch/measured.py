@@ -11,7 +11,8 @@ k-th on every other member. Across ranks an instance gives:
   slowest rank's worker thread included); across machines, whose clocks differ, the shortest span
   over the ranks (the last to arrive waited for no one);
 * the time of a broadcast, which the simulator replays locally (it sends no messages);
-* the measurements that the network fit takes (network_fit.py): the world's dense collectives. A
+* the measurements that the network fit takes (network_fit.py): the world's dense collectives, with
+  the last arrival on the shared clock (which collectives overlapped: busy periods). A
   sparse all-reduce is left out: gloo merges what it gathers on its worker thread (coalescing,
   sorting, summing), 10-30 times the time of a dense all-reduce of the same bytes on the traces we
   have, which is not the network's time.
@@ -96,5 +97,7 @@ def world_measurements(rank_graphs: list[RankGraph], instances: list[Instance],
             continue
         ns = collective_time(inst, one_clock)
         if ns and len({r.size for r in inst.values()}) == 1:
-            out.append(Measurement(rec.kind, rec.size, ns))
+            spans = [r.span for r in inst.values()]
+            start = max(sp[0] for sp in spans) if one_clock and None not in spans else None
+            out.append(Measurement(rec.kind, rec.size, ns, start))
     return out
