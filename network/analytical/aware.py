@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from network.analytical.base import KEY, AnalyticalBackend, Message
+from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 from network.errors import FastPathConflict, NetworkConfigError
 from network.topology import TopologyKind
@@ -161,7 +161,7 @@ class CongestionAwareBackend(AnalyticalBackend):
     # -- messages -----------------------------------------------------------------------
     def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
         if self._graph is not None:  # a topology file: per-flow ECMP paths (graph_links.py)
-            route = self._graph.route(src, dst, full[KEY][0], size_bytes)
+            route = self._graph.route(src, dst, size_bytes)
         else:
             route = self._routes.get((src, dst))
             if route is None:

@@ -3,12 +3,14 @@
 ``graph_flows(backend)`` returns None for the built-in dimension networks, so they run exactly
 as before. On a graph it returns a GraphFlows that the backend asks, per message, for
 
-* ``route(src, dst, tag, size)``: the congestion-aware Links of the flow's path, created on
-  first use (one per directed graph link, with that link's latency and bandwidth), or
-* ``delay_ns(src, dst, tag, size)``: the congestion-unaware time on the flow's path.
+* ``route(src, dst, size)``: the congestion-aware Links of the pair's path, created on first use
+  (one per directed graph link, with that link's latency and bandwidth), or
+* ``delay_ns(src, dst, size)``: the congestion-unaware time on the pair's path.
 
-It also counts the bytes of each flow, which ``stats(now)`` spreads over the flow's links for
-the per-link-class report.
+One path per pair, whatever the message's tag: a pair's messages share one connection, as
+ns-3's TCP connection (graph_wiring.py) and SimAI's per-pair flows do, so every backend sends a
+message over the same links. It also counts the bytes of each pair, which ``stats(now)`` spreads
+over the pair's links for the per-link-class report.
 """
 from __future__ import annotations
 
@@ -24,35 +26,32 @@ class GraphFlows:
         self._make_link = make_link
         self._links: dict[int, Any] = {}
         self._delays: dict[tuple[float, float], dict] = {}  # shared by links of equal latency and bandwidth
-        self._paths: dict[tuple[int, int, int], tuple] = {}
-        self._flow_bytes: dict[tuple[int, int, int], int] = {}
-        self._unaware: dict[tuple[int, int, int, int], int] = {}
+        self._paths: dict[tuple[int, int], tuple] = {}
+        self._flow_bytes: dict[tuple[int, int], int] = {}
+        self._unaware: dict[tuple[int, int, int], int] = {}
 
-    def route(self, src: int, dst: int, tag: int, size_bytes: int) -> tuple:
-        key = (src, dst, tag)
+    def route(self, src: int, dst: int, size_bytes: int) -> tuple:
+        key = (src, dst)
         fb = self._flow_bytes
         fb[key] = fb.get(key, 0) + size_bytes
-        # one path per pair, whatever the tag: a pair's messages share one connection, as ns-3's
-        # TCP connection (graph_wiring.py) and SimAI's per-pair flows do, so every backend
-        # sends a message over the same links
-        route = self._paths.get((src, dst, 0))
+        route = self._paths.get(key)
         if route is None:
-            route = self._paths[(src, dst, 0)] = tuple(self._link(lid) for lid in self._routes.path(src, dst, 0))
+            route = self._paths[key] = tuple(self._link(lid) for lid in self._routes.path(src, dst, 0))
         return route
 
-    def count(self, src: int, dst: int, tag: int, size_bytes: int) -> None:
-        """Bytes of a flow whose path another backend follows (ns-3)."""
-        key = (src, dst, tag)
+    def count(self, src: int, dst: int, size_bytes: int) -> None:
+        """Bytes of a pair whose messages another part advanced (ns-3, a batched ring phase)."""
+        key = (src, dst)
         self._flow_bytes[key] = self._flow_bytes.get(key, 0) + size_bytes
 
-    def delay_ns(self, src: int, dst: int, tag: int, size_bytes: int) -> int:
-        key = (src, dst, tag)
+    def delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
+        key = (src, dst)
         fb = self._flow_bytes
         fb[key] = fb.get(key, 0) + size_bytes
-        k = (src, dst, tag, size_bytes)
+        k = (src, dst, size_bytes)
         d = self._unaware.get(k)
         if d is None:
-            d = self._unaware[k] = self.topology.path_delay_ns(src, dst, size_bytes, tag)
+            d = self._unaware[k] = self.topology.path_delay_ns(src, dst, size_bytes)
         return d
 
     def _link(self, lid: int) -> Any:
@@ -69,8 +68,8 @@ class GraphFlows:
     def bytes_per_link(self) -> dict[int, int]:
         out: dict[int, int] = {}
         paths = self._routes.path
-        for (src, dst, tag), b in self._flow_bytes.items():
-            for lid in paths(src, dst, tag):
+        for (src, dst), b in self._flow_bytes.items():
+            for lid in paths(src, dst, 0):
                 out[lid] = out.get(lid, 0) + b
         return out
 

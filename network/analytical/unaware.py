@@ -6,7 +6,7 @@ in flight at once (docs/astra-sim-semantics.md §6.2).
 """
 from __future__ import annotations
 
-from network.analytical.base import KEY, AnalyticalBackend, Message
+from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 
 
@@ -19,11 +19,10 @@ class CongestionUnawareBackend(AnalyticalBackend):
         self._graph = graph_flows(self.topology)  # None: no topology file
         if self._graph is not None:
             self._transfer = self._graph_transfer  # type: ignore[method-assign]
-            self.fixed_delay_ns = None  # per-flow ECMP paths: the delay depends on the tag
-        else:
-            #: the delay of a message depends only on (src, dst, size): callers may advance many
-            #: messages at once (system/shortcuts/ring_batch.py) and book them with account_flows
-            self.fixed_delay_ns = self.message_delay_ns
+        #: the delay of a message depends only on (src, dst, size), on a topology file too (one
+        #: path per pair, graph_links.py): callers may advance many messages at once
+        #: (system/shortcuts/ring_batch.py) and book them with account_flows
+        self.fixed_delay_ns = self.message_delay_ns
 
     def message_delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
         k = (src, dst, size_bytes)
@@ -40,8 +39,14 @@ class CongestionUnawareBackend(AnalyticalBackend):
         self.queue.schedule(d, self._on_arrival, msg)
 
     def _graph_transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
-        """A topology file: the flow's ECMP path (graph_links.py), hashed on its tag."""
-        self.queue.schedule(self._graph.delay_ns(src, dst, msg[KEY][0], size_bytes), self._on_arrival, msg)
+        """A topology file: the pair's path (graph_links.py)."""
+        self.queue.schedule(self._graph.delay_ns(src, dst, size_bytes), self._on_arrival, msg)
+
+    def account_flows(self, flows: list[tuple[int, int]], size_bytes: int, count: int) -> None:
+        super().account_flows(flows, size_bytes, count)
+        if self._graph is not None:     # the per-link-class report spreads them over their paths
+            for src, dst in flows:
+                self._graph.count(src, dst, size_bytes * count)
 
     def stats(self) -> dict[str, object]:
         out = super().stats()

@@ -296,7 +296,7 @@ class Ns3Backend(AnalyticalBackend):
         self._messages[mid] = full
         if self._wiring is not None:
             self._wiring.route_pair(self._fabric, src, dst)
-            self._graph.count(src, dst, 0, size_bytes)
+            self._graph.count(src, dst, size_bytes)
         # An empty message still crosses the network: one byte on the wire.
         self._fabric.Send(src, dst, size_bytes or 1, mid)
 
