@@ -1,12 +1,17 @@
 """Per-operator compute time: FLOPs and bytes from shapes, then a roofline with a shape-dependent
 GEMM efficiency.
 
-    time = overhead + max(FLOPs / (peak x eff(M, N, K)), bytes / (HBM x mem_eff))
+    time = overhead + max(FLOPs / (peak x eff(M, N, K)), bytes / (HBM x mem_eff))   per kernel
+    a run of kernels between two synchronising communications: max(sum of their times, kernels x host_ns)
     eff(M, N, K) = gemm_eff x  m/(m + d) x n/(n + d) x k/(k + d)  for (m, n, k) = (M, N, K),  d = gemm_half_dim
 
 A GEMM reaches ``gemm_eff`` of peak when all three dimensions are large; a dimension of size d
 halves that (tiles run partly empty, waves do not fill the GPU). ``overhead_ns`` is the gap a kernel
-costs beyond its own work (launch, tail). The four numbers are calibratable (docs/megatron.md):
+costs on the GPU beyond its own work (tail, launch latency). ``host_ns`` is what the framework's
+Python and launch path spend per kernel on the CPU: the CPU runs ahead of the GPU, so a run of
+kernels takes the longer of its GPU time and its host time (small models are host-bound: vTrain's
+single-node iterations take ~3.5 ms per layer and micro-batch however small the GEMMs get). The
+five numbers are calibratable (docs/megatron.md):
 the defaults are fitted to vTrain's single-node A100 iterations (dtsim_tools/validate/fit.py).
 """
 from __future__ import annotations
@@ -48,6 +53,7 @@ class ComputeModel:
     gemm_half_dim: float = 128.0
     mem_eff: float = 0.80
     overhead_ns: float = 4000.0
+    host_ns: float = 0.0
     dtype: str = "bf16"
     source: str = "default"
 
@@ -56,7 +62,7 @@ class ComputeModel:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(None, f"compute model {name}", f"expected a number in (0, 1], got {v!r}")
-        for name in ("gemm_half_dim", "overhead_ns"):
+        for name in ("gemm_half_dim", "overhead_ns", "host_ns"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or v < 0:
                 raise InputError(None, f"compute model {name}", f"expected a number >= 0, got {v!r}")
@@ -76,6 +82,10 @@ class ComputeModel:
         else:
             flop_s = op.flops / peak
         return self.overhead_ns * op.kernels + 1e9 * max(mem_s, flop_s)
+
+    def run_ns(self, gpu_ns: float, kernels: int) -> float:
+        """A run of kernels with no synchronisation inside: GPU- or host-bound."""
+        return max(gpu_ns, kernels * self.host_ns)
 
     def with_values(self, **kw: float) -> "ComputeModel":
         return replace(self, **kw)

@@ -65,6 +65,7 @@ class _Builder:
         self.pending: list[int] = []  # sends and joined async collectives: the next chained node waits
         self.open: list[int] = []  # async collectives running beside compute until the next JOIN
         self.run_ns = 0.0
+        self.run_kernels = 0
         self.run_names: list[str] = []
         self.run_label = ""
         self.exact_ns = 0.0  # running compute total; node durations are cut from it (no drift)
@@ -85,6 +86,7 @@ class _Builder:
         if not self.run_names:
             self.run_label = label
         self.run_ns += t
+        self.run_kernels += op.kernels
         self.run_names.append(op.name)
         by = self.prog.compute_ns_by_op
         by[op.name] = by.get(op.name, 0.0) + t
@@ -92,13 +94,17 @@ class _Builder:
     def flush(self) -> None:
         if not self.run_names:
             return
-        self.exact_ns += self.run_ns
+        run = self.model.run_ns(self.run_ns, self.run_kernels)
+        if run > self.run_ns:
+            by = self.prog.compute_ns_by_op
+            by["(host-bound: launch overhead beyond GPU time)"] = by.get("(host-bound: launch overhead beyond GPU time)", 0.0) + run - self.run_ns
+        self.exact_ns += run
         end = int(self.exact_ns + 0.5)
         names = self.run_names
         text = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} ({len(names)} ops)"
         self._add(TNode(COMP, f"{self.run_label}: {text}", [], duration_ns=max(1, end - self.written_ns)), True)
         self.written_ns = max(end, self.written_ns + 1)
-        self.run_ns, self.run_names = 0.0, []
+        self.run_ns, self.run_kernels, self.run_names = 0.0, 0, []
 
     def steps(self, steps: list[Step], label: str) -> None:
         for s in steps:
