@@ -62,10 +62,13 @@ def read_rows(path: str | os.PathLike) -> list[Row]:
         gpus, gbs, mbs, h, heads, layers, seq, tp, dp, pp = v
         if gpus != tp * dp * pp:
             raise InputError(p, f"line {i}", f"# GPUs {gpus} is not tp x dp x pp = {tp * dp * pp}")
-        cfg = MegatronConfig(num_layers=layers, hidden_size=h, num_attention_heads=heads, seq_length=seq,
-                             global_batch_size=gbs, micro_batch_size=mbs, tensor_model_parallel_size=tp,
-                             pipeline_model_parallel_size=pp, data_parallel_size=dp, vocab_size=VOCAB,
-                             recompute_granularity="full")
+        try:
+            cfg = MegatronConfig(num_layers=layers, hidden_size=h, num_attention_heads=heads, seq_length=seq,
+                                 global_batch_size=gbs, micro_batch_size=mbs, tensor_model_parallel_size=tp,
+                                 pipeline_model_parallel_size=pp, data_parallel_size=dp, vocab_size=VOCAB,
+                                 recompute_granularity="full")
+        except InputError as e:  # the row, not a flag, is what is wrong
+            raise InputError(p, f"line {i}", f"{e.where}: {e.problem}") from None
         rows.append(Row(i, gpus, cfg, ms))
     return rows
 
