@@ -1,0 +1,3 @@
+from dtsim_tools.validate.cli import console_main
+
+console_main()

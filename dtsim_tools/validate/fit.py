@@ -1,0 +1,78 @@
+"""Fit the compute model's knobs to measured iterations (vTrain's single-node set): minimise the
+mean absolute relative error of the simulated iteration times, by Nelder-Mead on log-scaled knobs.
+
+Only ``ground_truth_single.csv`` may be fitted on; the multi-node set is the judge and the fitter
+refuses it (cli.py).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from workload.megatron import ComputeModel
+
+KNOBS = ("gemm_eff", "gemm_half_dim", "overhead_ns", "host_ns")
+_BOUNDS = {"gemm_eff": (0.2, 1.0), "gemm_half_dim": (1.0, 4096.0), "overhead_ns": (0.0, 50e3), "host_ns": (0.0, 500e3)}
+
+
+def _to_model(x: np.ndarray, base: ComputeModel) -> ComputeModel:
+    vals = {}
+    for k, v in zip(KNOBS, x):
+        lo, hi = _BOUNDS[k]
+        vals[k] = float(min(hi, max(lo, math.exp(v) if k != "gemm_eff" else 1 / (1 + math.exp(-v)))))
+    return base.with_values(**vals, source="fitted")
+
+
+def _from_model(m: ComputeModel) -> np.ndarray:
+    out = []
+    for k in KNOBS:
+        v = getattr(m, k)
+        out.append(math.log(max(v, 1.0)) if k != "gemm_eff" else math.log(v / (1 - v)) if v < 1 else 5.0)
+    return np.array(out)
+
+
+def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.4, iters: int = 60,
+                tol: float = 1e-4) -> tuple[np.ndarray, float]:
+    n = len(x0)
+    pts = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if vals[-1] - vals[0] < tol:
+            break
+        c = np.mean(pts[:-1], axis=0)
+        xr = c + (c - pts[-1])
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = c + 2 * (c - pts[-1])
+            fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = c + 0.5 * (pts[-1] - c)
+            fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:  # shrink towards the best
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    i = int(np.argmin(vals))
+    return pts[i], vals[i]
+
+
+def fit(rows: Sequence, predict: Callable[[object, ComputeModel], float], base: ComputeModel,
+        iters: int = 60, log: Callable[[str], None] | None = None) -> tuple[ComputeModel, float]:
+    """The knobs minimising the mean |predicted / measured - 1| over ``rows``."""
+    def objective(x: np.ndarray) -> float:
+        m = _to_model(x, base)
+        err = float(np.mean([abs(predict(r, m) / r.measured_ms - 1) for r in rows]))
+        if log:
+            log(f"  {', '.join(f'{k}={getattr(m, k):.4g}' for k in KNOBS)}: MAE {100 * err:.2f} %")
+        return err
+
+    x, err = nelder_mead(objective, _from_model(base), iters=iters)
+    return _to_model(x, base), err
