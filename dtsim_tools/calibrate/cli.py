@@ -107,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.npus < 2:
         raise InputError(None, "--npus", f"expected at least 2 GPUs, got {args.npus}")
     backend = canonical_name(args.backend)
-    tables = [t for f in args.nccl_tests for t in read_nccl_tests(f)]
+    _check_output_places(args)
+    tables = [t for f in args.nccl_tests for t in read_nccl_tests(f, npus=args.npus)]
     nodes = _nodes(tables, args)
     points, fit_tables = [], []
     for t in tables:
@@ -136,18 +137,36 @@ def _run(args: argparse.Namespace) -> int:
     if backend == "congestion-aware" and args.topology == "Switch" and params.active_chunks == 1:
         print("  (a congestion-aware Switch stores and forwards: a chunk crosses the up-link, then the down-link, "
               "so with one chunk in flight a link's bandwidth is about twice the bus bandwidth it delivers)")
+    png = None
+    if args.plot:
+        from dtsim_tools.calibrate.plot import render_plot
+        png = render_plot(comparisons)
+    # nothing is written until everything above has succeeded: a failed run leaves no outputs
     yml, js = _write(args.output, params, comparisons, sources)
     print(f"wrote {yml} and {js}")
+    if png is not None:
+        write_atomic(args.plot, png)
+        print(f"plot: {args.plot}")
     for c in comparisons:
         print()
         print("\n".join(format_comparison(c)))
     print()
     print(format_overall(comparisons))
-    if args.plot:
-        from dtsim_tools.calibrate.plot import plot_comparisons
-        plot_comparisons(comparisons, args.plot)
-        print(f"plot: {args.plot}")
     return 0
+
+
+def _check_output_places(args: argparse.Namespace) -> None:
+    """-o and --plot name files in folders that exist: a typo must not create directories."""
+    for flag, target in (("-o", args.output), ("--plot", args.plot)):
+        if target is None:
+            continue
+        parent = Path(target).parent
+        if not parent.is_dir():
+            raise InputError(None, flag, f"{target}: the folder {parent} does not exist (the calibrator creates "
+                             "files, not folders)")
+    if args.plot:
+        from dtsim_tools.calibrate.plot import check_matplotlib
+        check_matplotlib()
 
 
 def _nodes(tables: list[NcclTable], args: argparse.Namespace) -> int:
