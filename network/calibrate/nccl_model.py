@@ -122,3 +122,75 @@ def topology_rings(name: str) -> tuple[Callable[[int], int], float]:
 @functools.lru_cache(maxsize=None)
 def _dgx1_rings(n: int) -> int:
     return rings_on_mesh(n, DGX1_LINKS)  # a search over cycles: once per GPU count, not per fit step
+
+
+@dataclass(frozen=True)
+class RingEquivalent:
+    """What the simulator's ring can run: ``fixed + 2(N-1) x step + size x (bus(N) / bw(N) + per_byte)``
+    with ``bw(N) = bw_scale x rings(N) x link``: one protocol's shape, no switch by size.
+
+    NCCL's envelope (LL128 below a crossover, Simple above, the crossover moving with N) is concave
+    in the size and cannot be one such line; ``ring_equivalent`` picks the line closest to the
+    envelope over every GPU count from 2 to the fitted one and the fitted sizes, so that the files
+    written are the envelope's best single-protocol stand-in (docs/calibration.md)."""
+
+    fixed_us: float
+    step_us: float
+    bw_scale: float
+    per_byte_us: float
+
+    def bus_bytes_per_us(self, model: NcclRingModel, n: int) -> float:
+        return self.bw_scale * model.rings(n) * model.link_gb_s * 1e3
+
+    def time_us(self, model: NcclRingModel, n: int, size: float | np.ndarray) -> np.ndarray:
+        size = np.asarray(size, float)
+        return (self.fixed_us + 2 * (n - 1) * self.step_us
+                + size * (2 * (n - 1) / n / self.bus_bytes_per_us(model, n) + self.per_byte_us))
+
+
+def ring_equivalent(model: NcclRingModel, npus: int, sizes: Sequence[float]) -> RingEquivalent:
+    """The single-protocol line nearest (mean |log|) to ``model``'s envelope at 2..npus GPUs.
+    Only the model enters here, so no table other than the fitted one shapes the result."""
+    from network.calibrate.model import nelder_mead
+    s = np.asarray(sizes, float)
+    counts = range(2, max(npus, 2) + 1)
+    target = [(n, model.time_us(n, s)) for n in counts]
+
+    def line(x: np.ndarray) -> RingEquivalent:
+        return RingEquivalent(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), model.per_byte_us)
+
+    def misfit(x: np.ndarray) -> float:
+        eq = line(x)
+        return float(np.mean([np.mean(np.abs(np.log(eq.time_us(model, n, s) / t))) for n, t in target]))
+
+    base, hw, eff = PROTOCOLS["Simple"]
+    starts = [np.log([model.latency_scale * b, model.latency_scale * h, e]) for b, h, e in PROTOCOLS.values()]
+    best = min((nelder_mead(misfit, x0, step=0.3, max_evals=900, tol=1e-10) for x0 in starts), key=lambda r: r[1])
+    return line(best[0])
+
+
+#: node types --node accepts (topology_rings): NVSwitch nodes and DGX-1's cube-mesh
+NODE_TYPES = ("nvswitch-a100", "nvswitch-h100", "dgx1-v100")
+
+
+def ring_machine(eq: RingEquivalent, model: NcclRingModel, n: int, backend: str) -> "MachineParams":
+    """The simulator's files for ``eq`` at ``n`` GPUs. On a 1-D ``Ring`` with one chunk a ring
+    all-reduce takes ``(2N-1) ED + 2(N-1) (lat + (S/N)/bw)`` on both analytical backends
+    (semantics §7.2), so: ED + lat = the step cost (half each, as the Switch fits split it),
+    bw = the bus bandwidth, collective-fixed-delay = the fixed cost less the one extra ED, and
+    collective-copy-bw = 1 / per-byte. local-mem-bw is set so high that the per-step reduction
+    rounds to 0 ns: the model's memory cost is the N-independent per-byte term."""
+    from network.calibrate.model import gib_per_s
+    from network.calibrate.params import Level, MachineParams
+    step_ns = 1e3 * eq.step_us
+    ed = max(1, round(step_ns / 2))
+    # two GPUs: ASTRA-sim's congestion-aware backend aborts on a Ring of 2; FullyConnected(2) is the
+    # same one hop each way
+    level = Level(n, gib_per_s(eq.bus_bytes_per_us(model, n)), max(step_ns - ed, 0.0), "Ring" if n > 2 else "FullyConnected")
+    fixed = max(0, round(1e3 * eq.fixed_us - ed))
+    copy = 1e-3 / eq.per_byte_us if eq.per_byte_us > 0 else 0.0  # bytes/µs → GB/s of 10^9 B
+    return MachineParams((level,), ed, 1, 1, REDUCTION_HIDDEN_GB_S, backend, fixed, copy)
+
+
+#: local-mem-bw (GB/s) at which 3 x trunc(m / bw) is 0 for every message up to the reader's 2^44 B
+REDUCTION_HIDDEN_GB_S = float(1 << 45)
