@@ -2,6 +2,9 @@
 
     python scripts/calibration_heldout.py [--hardware ../shared/anchors/hardware] [--out DIR]
 
+0. Measured GPU counts: vTrain's A100 and V100 all-reduce tables (tests/network/data/vtrain): the
+   8-GPU table is fitted with ``--node`` (NCCL's ring model) and the simulator runs the written
+   files at 2-7 GPUs; the closed form's error is printed beside.
 1. GPU count: 8-GPU tables synthesised from NCCL's own cost model (its tuning.cc form: a base
    latency, a latency per ring step, bytes over bus bandwidth) are fitted, and the fit predicts the
    2- to 7-GPU tables of the same model (only npus_count changes).
@@ -76,6 +79,21 @@ def gpu_count_checks(d: Path) -> None:
                 print(f"  {proto:6s} busbw {busbw:5.0f}  {name:45s} {line}")
 
 
+VTRAIN = ROOT / "tests" / "network" / "data" / "vtrain"
+
+
+def measured_gpu_count_checks(d: Path) -> None:
+    print("== 0. Measured GPU counts: vTrain, fit 8 GPUs with --node, the simulator predicts 2..7")
+    for gpu, node in (("a100", "nvswitch-a100"), ("v100", "dgx1-v100")):
+        held = [f"{VTRAIN / f'{gpu}_AR_GPU{n}.csv'}:{n}" for n in range(2, 8)]
+        text, tables = run(["--nccl-tests", str(VTRAIN / f"{gpu}_AR_GPU8.csv"), "--npus", "8", "--node", node,
+                            "-o", str(d / f"fit_{gpu}_node"), "--validate", *held])
+        closed = [ln.split(": ", 1)[1] for ln in text.splitlines() if ln.strip().startswith("closed-form")]
+        for (name, line), cf in zip(tables, closed):
+            print(f"  {node:14s} {name:36s} simulator: {line}")
+            print(f"  {'':14s} {'':36s} closed form: {cf}")
+
+
 def size_checks(d: Path, hardware: Path | None) -> None:
     print("== 2. Sizes: fit every other size, predict the rest")
     base, step = NCCL_RING["Simple"]
@@ -107,6 +125,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(args.out or tmp)
         d.mkdir(parents=True, exist_ok=True)
+        measured_gpu_count_checks(d)
         gpu_count_checks(d)
         size_checks(d, hardware)
 

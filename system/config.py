@@ -83,6 +83,7 @@ KNOWN_KEYS = {
     "local-reduction-delay", "model-shared-bus", "L", "o", "g", "G", "trace-enabled", "replay-only",
     "track-local-mem", "local-mem-trace-filename", "per-node-custom-implementation",
     "intra-dimension-scheduling", "inter-dimension-scheduling",
+    "collective-fixed-delay", "collective-copy-bw",
     *(f"{c}-implementation" for c in COLLECTIVES),
     *(f"{c}-implementation-custom" for c in COLLECTIVES),
 }
@@ -116,6 +117,12 @@ class SystemConfig(NamedTuple):
     implementations: Mapping[str, tuple[CollectiveImpl, ...]] = _EMPTY
     custom_implementations: Mapping[str, CollectiveImpl] = _EMPTY
     per_node_custom: Mapping[int, CollectiveImpl] = _EMPTY
+    # dtsim's own keys (ASTRA-sim has neither; 0 = off = ASTRA-sim's cycles): a cost paid once per
+    # collective, whatever the GPU count: NCCL's base latency and kernel launch, and one pass of the
+    # buffer over memory (GB = 10^9 B). A ring's costs are all per step, so without these a fit at
+    # one GPU count gives other counts the wrong latency (docs/calibration.md)
+    collective_fixed_delay_ns: int = 0
+    collective_copy_bw_gb_s: float = 0.0
     path: str | None = None
     unknown_keys: tuple[str, ...] = ()
 
@@ -180,6 +187,10 @@ class SystemConfig(NamedTuple):
             kw["endpoint_delay_ns"] = int(int(ed) * injection_scale)  # ASTRA-sim stores it in an int
         if "local-mem-bw" in data:
             kw["local_mem_bw_gb_s"] = float(r.number("local-mem-bw", minimum=0, tiny=1e-9))
+        if "collective-fixed-delay" in data:
+            kw["collective_fixed_delay_ns"] = r.integer("collective-fixed-delay", minimum=0)
+        if "collective-copy-bw" in data:
+            kw["collective_copy_bw_gb_s"] = float(r.number("collective-copy-bw", minimum=0, tiny=1e-9))
         if "peak-perf" in data:
             kw["peak_perf_tflops"] = float(r.number("peak-perf", minimum=0, tiny=1e-9))
         for key, attr in (("roofline-enabled", "roofline_enabled"), ("replay-only", "replay_only"),

@@ -81,6 +81,16 @@ class Sys(RendezvousMixin, CollectiveGeneration):
             self._net_recv = self._rendezvous_recv  # type: ignore[method-assign]
             self.collective_send_recv = self._collective_send_recv_via_net  # type: ignore[method-assign]
 
+    def collective_overhead_ns(self, size: int) -> int:
+        """The once-per-collective cost of ``collective-fixed-delay`` and ``collective-copy-bw``
+        (0 unless the system file asks): paid after the last chunk, so the network's traffic and
+        every ASTRA-sim timing stay as they are and only the collective's completion moves."""
+        cfg = self.config
+        cost = cfg.collective_fixed_delay_ns
+        if cfg.collective_copy_bw_gb_s > 0:
+            cost += int(size / cfg.collective_copy_bw_gb_s)  # bytes / (10^9 B/s) = ns
+        return cost
+
     # -- events ---------------------------------------------------------------------------
     def register_event(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
         """Run ``callback(*args)`` after ``delay_ns``, batched per tick like ASTRA-sim's

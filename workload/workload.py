@@ -279,7 +279,11 @@ class Workload:
             # nothing to move (no participating dimension, or zero bytes): done now, not never
             self.sys.register_event(0, self._collective_done, node, ds)
             return
-        ds.notifier = lambda d, n=node: self._collective_done(n, d)
+        cost = self.sys.collective_overhead_ns(node.comm_size)
+        if cost:
+            ds.notifier = lambda d, n=node: self.sys.register_event(cost, self._collective_done, n, d)
+        else:
+            ds.notifier = lambda d, n=node: self._collective_done(n, d)
 
     def _collective_done(self, node: Node, ds: DataSet) -> None:
         start = self.starts[node.id]

@@ -22,7 +22,10 @@ import yaml
 
 from dtsim_tools.calibrate.fit import DEFAULT_KNOBS, SEARCH_KNOBS, Point, fit_points, simulate_points
 from dtsim_tools.calibrate.simulate import Simulator
+from network.calibrate.checks import check_busbw, check_levels
+from network.calibrate.metrics import ErrorSummary
 from network.calibrate.model import SIMULATED_COLLECTIVES
+from network.calibrate.nccl_model import NODE_TYPES, NcclRingModel, ring_equivalent, ring_machine, topology_rings
 from network.calibrate.nccl_tests import NcclTable, NcclTestsError, read_nccl_tests
 from network.calibrate.params import MachineParams
 from network.calibrate.report import Comparison, format_comparison, format_overall, format_size
@@ -72,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "table's '#  Rank' lines) and print the same comparison")
     p.add_argument("--topology", choices=("Switch", "Ring", "FullyConnected"), default="Switch",
                    help="topology of every level (default Switch: NVSwitch inside a node, the NICs' switch between)")
+    p.add_argument("--node", choices=NODE_TYPES, default=None,
+                   help="fit NCCL's ring model for this node type instead (all-reduce tables of one node): the "
+                        "ring bandwidth from the node's NVLinks, a per-collective fixed cost and per-byte cost "
+                        "(system keys collective-fixed-delay, collective-copy-bw), so that other GPU counts of "
+                        "the node follow; writes a 1-D Ring network (docs/calibration.md)")
     p.add_argument("--search-knobs", action="store_true",
                    help="also try more chunks and chunks in flight (slower; see docs/calibration.md)")
     p.add_argument("--plot", metavar="OUT.png", help="plot measured and simulated times over sizes (matplotlib)")
@@ -107,7 +115,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.npus < 2:
         raise InputError(None, "--npus", f"expected at least 2 GPUs, got {args.npus}")
     backend = canonical_name(args.backend)
-    tables = [t for f in args.nccl_tests for t in read_nccl_tests(f)]
+    _check_output_places(args)
+    tables = [t for f in args.nccl_tests for t in read_nccl_tests(f, npus=args.npus)]
     nodes = _nodes(tables, args)
     points, fit_tables = [], []
     for t in tables:
@@ -116,6 +125,8 @@ def _run(args: argparse.Namespace) -> int:
         fit_tables.append((t, rows))
         points += [Point(t.collective, args.npus, nodes, r.size_bytes, _time(r, args)) for r in rows]
     validate = [_validate_table(v, args) for v in args.validate]
+    if args.node:
+        return _run_node(args, backend, nodes, fit_tables, validate)
     t0 = time.perf_counter()
     with Simulator() as sim:
         knobs = [replace(k, topology=args.topology) for k in (SEARCH_KNOBS if args.search_knobs else DEFAULT_KNOBS)]
@@ -136,18 +147,105 @@ def _run(args: argparse.Namespace) -> int:
     if backend == "congestion-aware" and args.topology == "Switch" and params.active_chunks == 1:
         print("  (a congestion-aware Switch stores and forwards: a chunk crosses the up-link, then the down-link, "
               "so with one chunk in flight a link's bandwidth is about twice the bus bandwidth it delivers)")
-    yml, js = _write(args.output, params, comparisons, sources)
+    return _finish(args, params, comparisons, sources)
+
+
+def _finish(args: argparse.Namespace, params: MachineParams, comparisons: list[Comparison], sources: str,
+            extra_header: Sequence[str] = (), closed_form: dict[str, ErrorSummary] | None = None) -> int:
+    for w in _physical_warnings(params, comparisons):
+        print(f"warning: {w}", file=sys.stderr)
+    png = None
+    if args.plot:
+        from dtsim_tools.calibrate.plot import render_plot
+        png = render_plot(comparisons)
+    # nothing is written until everything above has succeeded: a failed run leaves no outputs
+    yml, js = _write(args.output, params, comparisons, sources, extra_header)
     print(f"wrote {yml} and {js}")
+    if png is not None:
+        write_atomic(args.plot, png)
+        print(f"plot: {args.plot}")
     for c in comparisons:
         print()
         print("\n".join(format_comparison(c)))
+        if closed_form and c.name in closed_form:
+            print(f"  closed-form NCCL model (not what the simulator runs): {closed_form[c.name].line()}")
     print()
     print(format_overall(comparisons))
-    if args.plot:
-        from dtsim_tools.calibrate.plot import plot_comparisons
-        plot_comparisons(comparisons, args.plot)
-        print(f"plot: {args.plot}")
     return 0
+
+
+def _physical_warnings(params: MachineParams, comparisons: list[Comparison]) -> list[str]:
+    out = check_levels(params)
+    for c in comparisons:
+        if c.fitted:
+            out += check_busbw(c.name, c.collective, c.npus, c.sizes, c.measured_us, c.simulated_us)
+    return out
+
+
+def _run_node(args: argparse.Namespace, backend: str, nodes: int, fit_tables, validate) -> int:
+    """--node: NCCL's ring model (network.calibrate.nccl_model) fitted to the tables, then the single
+    ring line nearest its protocol envelope at 2..N GPUs written as the simulator's files; every
+    printed error is of the simulator running those files."""
+    if nodes != 1:
+        raise InputError(fit_tables[0][0].path, "--node", f"the NCCL ring model is of one node; the tables span {nodes}")
+    for t, _ in fit_tables + [(v[0], v[1]) for v in validate]:
+        if t.collective != "ALL_REDUCE":
+            raise NcclTestsError(t.path, f"line {t.header_line}", f"--node models NCCL's ring all-reduce; this is a "
+                                 f"{t.collective} table (leave out --node to fit it with the simulator alone)")
+    for t, rows, n, k in validate:
+        if k != 1:
+            raise NcclTestsError(t.path, "'#  Rank' lines", f"--node predicts one node; this table spans {k}")
+        if args.node == "dgx1-v100" and n > 8:
+            raise NcclTestsError(t.path, "'#  Rank' lines", f"a DGX-1 holds 8 GPUs; this table has {n}")
+    if args.node == "dgx1-v100" and args.npus > 8:
+        raise InputError(None, "--npus", f"a DGX-1 holds 8 GPUs, got {args.npus}")
+    rings, link = topology_rings(args.node)
+    sizes = [r.size_bytes for _, rows in fit_tables for r in rows]
+    times = [_time(r, args) for _, rows in fit_tables for r in rows]
+    t0 = time.perf_counter()
+    model = NcclRingModel(link, rings).fit(args.npus, sizes, times)
+    eq = ring_equivalent(model, args.npus, sorted(set(sizes)))
+    params = ring_machine(eq, model, args.npus, backend)
+    comparisons, closed = [], {}
+    with Simulator() as sim:
+        for t, rows in fit_tables:
+            comparisons.append(_compare(params, t, rows, args.npus, 1, sim, True, args))
+        for t, rows, n, _ in validate:
+            comparisons.append(_compare(ring_machine(eq, model, n, backend), t, rows, n, 1, sim, False, args))
+        runs = sim.runs
+    for c in comparisons:
+        closed[c.name] = ErrorSummary.of([m / t - 1 for m, t in zip(model.time_us(c.npus, c.sizes), c.measured_us)])
+    sources = ", ".join(Path(f).name for f in args.nccl_tests)
+    print(f"fitted NCCL's ring model ({args.node}) to {len(sizes)} sizes of {sources} on {args.npus} NPUs (1 node): "
+          f"latency x {model.latency_scale:.3f} of NCCL's, per-byte {1e6 * model.per_byte_us:.3f} us/MB; single-ring "
+          f"stand-in: {eq.fixed_us:.2f} us + {eq.step_us:.3f} us per step, {100 * eq.bw_scale:.1f} % of the ring "
+          f"bandwidth; backend {backend}; {runs} simulations in {time.perf_counter() - t0:.1f} s")
+    for line in params.describe():
+        print(f"  {line}")
+    if args.topology != "Switch":
+        print(f"  (--topology {args.topology} ignored: the NCCL model's files are a 1-D Ring, whose closed form they use)")
+    per_n = {n: ring_machine(eq, model, n, backend).levels[0].bandwidth_gb_s for n in range(2, max(args.npus, 8) + 1)}
+    if len(set(per_n.values())) == 1:
+        how = "the bandwidth is the same for every count"
+    else:  # DGX-1: the rings NVLink can lay over GPUs 0..N-1 depend on N
+        how = "bandwidth to (npus: GB/s) " + ", ".join(f"{n}: {b:.3f}" for n, b in per_n.items())
+    header = [f"# NCCL ring model of a {args.node} node (--node): for another GPU count set npus_count ({how}; "
+              "2 GPUs: topology FullyConnected, which is ASTRA-sim's Ring of 2)"]
+    return _finish(args, params, comparisons, sources, header, closed)
+
+
+def _check_output_places(args: argparse.Namespace) -> None:
+    """-o and --plot name files in folders that exist: a typo must not create directories."""
+    for flag, target in (("-o", args.output), ("--plot", args.plot)):
+        if target is None:
+            continue
+        parent = Path(target).parent
+        if not parent.is_dir():
+            raise InputError(None, flag, f"{target}: the folder {parent} does not exist (the calibrator creates "
+                             "files, not folders)")
+    if args.plot:
+        from dtsim_tools.calibrate.plot import check_matplotlib
+        check_matplotlib()
 
 
 def _nodes(tables: list[NcclTable], args: argparse.Namespace) -> int:
@@ -220,7 +318,8 @@ def _compare(params: MachineParams, t: NcclTable, rows, npus: int, nodes: int, s
                       tuple(p.measured_us for p in points), tuple(sim_us), fitted)
 
 
-def _write(prefix: str, params: MachineParams, comparisons: list[Comparison], sources: str) -> tuple[Path, Path]:
+def _write(prefix: str, params: MachineParams, comparisons: list[Comparison], sources: str,
+           extra_header: Sequence[str] = ()) -> tuple[Path, Path]:
     import json
     base = Path(prefix)
     if base.suffix in (".yml", ".yaml", ".json"):
@@ -228,7 +327,8 @@ def _write(prefix: str, params: MachineParams, comparisons: list[Comparison], so
     yml, js = Path(f"{base}.yml"), Path(f"{base}.json")
     fit_lines = [f"#   {c.name}: {c.summary.line()}" for c in comparisons if c.fitted]
     header = ["# Network fitted by python -m network.calibrate to measured nccl-tests tables:", *fit_lines,
-              "# Change npus_count to predict another GPU count; the system file beside it holds the knobs."]
+              "# Change npus_count to predict another GPU count; the system file beside it holds the knobs.",
+              *extra_header]
     body = yaml.safe_dump(params.network_dict(f"fitted to {sources}"), sort_keys=False, default_flow_style=None)
     write_atomic(yml, "\n".join(header) + "\n" + body)
     write_atomic(js, json.dumps(params.system_dict(), indent=2) + "\n")

@@ -1,20 +1,27 @@
 """``--plot OUT.png``: measured and simulated times over sizes, and the error per size (matplotlib)."""
 from __future__ import annotations
 
+import io
 from typing import Sequence
 
 from network.calibrate.report import Comparison
 from network.errors import InputError
-from network.files import atomic_open
 
 
-def plot_comparisons(comparisons: Sequence[Comparison], out: str) -> None:
+def check_matplotlib() -> None:
+    """Before any work: a missing matplotlib must not surface after the fit has written its files."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError:
         raise InputError(None, "--plot", "needs matplotlib: pip install -e '.[plot]'") from None
+
+
+def render_plot(comparisons: Sequence[Comparison]) -> bytes:
+    """The PNG, in memory: the command writes it with the other outputs once everything succeeded."""
+    check_matplotlib()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     for i, c in enumerate(comparisons):
         color = f"C{i % 10}"
@@ -32,6 +39,7 @@ def plot_comparisons(comparisons: Sequence[Comparison], out: str) -> None:
     bottom.set_xlabel("message size (bytes)")
     bottom.grid(True, alpha=0.3)
     fig.tight_layout()
-    with atomic_open(out, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    return buf.getvalue()

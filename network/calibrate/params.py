@@ -32,6 +32,10 @@ class MachineParams:
     active_chunks: int
     local_mem_bw_gb_s: float
     backend: str = "congestion-aware"
+    #: the system file's collective-fixed-delay (ns) and collective-copy-bw (GB/s of 10^9 B): the
+    #: once-per-collective cost of the NCCL model (--node); 0 = off, and then not written at all
+    fixed_delay_ns: int = 0
+    copy_bw_gb_s: float = 0.0
 
     @property
     def npus(self) -> int:
@@ -74,6 +78,8 @@ class MachineParams:
             "all-to-all-implementation": ring,
             "collective-optimization": "localBWAware",
             "local-mem-bw": round(self.local_mem_bw_gb_s, 1),
+            **({"collective-fixed-delay": int(self.fixed_delay_ns)} if self.fixed_delay_ns else {}),
+            **({"collective-copy-bw": round(self.copy_bw_gb_s, 3)} if self.copy_bw_gb_s else {}),
         }
 
     @classmethod
@@ -86,7 +92,8 @@ class MachineParams:
         levels = tuple(Level(int(n), float(b), float(lat), str(t)) for t, n, b, lat in zip(topo, npus, bws, lats))
         return cls(levels, int(system.get("endpoint-delay", 10)), int(system["preferred-dataset-splits"]),
                    int(system.get("active-chunks-per-dimension", 1)), float(system.get("local-mem-bw", 0.0)),
-                   str(network.get("backend") or "congestion-unaware"))
+                   str(network.get("backend") or "congestion-unaware"), int(system.get("collective-fixed-delay", 0)),
+                   float(system.get("collective-copy-bw", 0.0)))
 
     def describe(self) -> list[str]:
         out = []
@@ -97,4 +104,7 @@ class MachineParams:
         out.append(f"endpoint-delay {self.endpoint_delay_ns} ns, preferred-dataset-splits {self.splits}, "
                    f"active-chunks-per-dimension {self.active_chunks}, local-mem-bw {self.local_mem_bw_gb_s:.0f} GB/s, "
                    f"backend {self.backend}")
+        if self.fixed_delay_ns or self.copy_bw_gb_s:
+            out.append(f"once per collective: collective-fixed-delay {self.fixed_delay_ns} ns, collective-copy-bw "
+                       f"{self.copy_bw_gb_s:.1f} GB/s (the NCCL model's base latency and per-byte cost)")
         return out

@@ -54,7 +54,7 @@ def test_round_trip_of_our_writer_and_the_collective_from_the_columns() -> None:
      "line 13", "1 row(s)"),
     ("".join(x for x in REAL_LAYOUT.splitlines(True) if not x.startswith("    ")), "line 11", "0 row(s)"),
     (REAL_LAYOUT.replace("     2097152        524288", "      524288        131072"), "line 15", "does not grow"),
-    (REAL_LAYOUT.replace("    29.45   71.21", "    abc   71.21"), "line 15", "expected a nccl-tests row"),
+    (REAL_LAYOUT.replace("    29.45   71.21", "    abc   71.21"), "line 15", "column 'time' is 'abc'"),
 ])
 def test_bad_tables_name_the_file_and_line(tmp_path: Path, text: str, line: str, words: str) -> None:
     p = tmp_path / "bad.txt"
@@ -100,3 +100,29 @@ def test_committed_presets_load_as_the_simulator_reads_them() -> None:
     for table in (PRESETS / "measured").glob("*.txt"):
         (t,) = read_nccl_tests(table)
         assert t.collective == "ALL_REDUCE" and t.ranks in (8, 16) and len(t.rows) >= 6
+
+
+def test_bad_output_places_exit_2_and_create_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    from dtsim_tools.calibrate.cli import main
+    table = tmp_path / "t.txt"
+    table.write_text(REAL_LAYOUT)
+    missing = tmp_path / "no" / "such" / "dir"
+    assert main(["--nccl-tests", str(table), "--npus", "4", "-o", str(missing / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "-o" in err and "does not exist" in err and not (tmp_path / "no").exists()
+    # matplotlib missing: refused before the fit, so no fit.yml is left behind
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["--nccl-tests", str(table), "--npus", "4", "-o", str(tmp_path / "fit"), "--plot",
+                 str(tmp_path / "fit.png")]) == 2
+    assert "matplotlib" in capsys.readouterr().err
+    assert not list(tmp_path.glob("fit*"))
+
+
+def test_an_absurd_size_exits_2_from_the_command_line(tmp_path: Path, capsys) -> None:
+    from dtsim_tools.calibrate.cli import main
+    table = tmp_path / "t.txt"
+    table.write_text(REAL_LAYOUT.replace("     4194304       1048576", f"{1 << 70}       1048576"))
+    assert main(["--nccl-tests", str(table), "--npus", "4", "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "line 16" in err and "more than any GPU holds" in err and "Traceback" not in err
