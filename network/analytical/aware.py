@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
+from network.config import NetworkConfig
 from network.errors import FastPathConflict, NetworkConfigError
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
@@ -50,13 +51,14 @@ class Chunk:
     """A message on its way: its pairing key, its route as links, and the hop it is on
     (ASTRA-sim: Chunk, whose route holds devices; ours holds the links between them)."""
 
-    __slots__ = ("full", "route", "hop", "size_bytes")
+    __slots__ = ("full", "route", "hop", "size_bytes", "tail")
 
     def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int) -> None:
         self.full = full
         self.route = route
         self.hop = 0
         self.size_bytes = size_bytes
+        self.tail = 0  # when its last byte reached the device it is on (PacketLink); the sender has it all
 
 
 class Link:
@@ -120,6 +122,55 @@ class Link:
             self._transmit(self.pending.popleft())
 
 
+class PacketLink(Link):
+    """A topology file's link: a message crosses it as packets of ``packet_bytes``, as it does in
+    the packet simulators those files are written for (SimAI's and ASTRA-sim's ns-3), so a
+    message pipelines over its path instead of being stored and forwarded whole at every switch.
+
+    Per hop, with S the message's bytes, p = min(packet_bytes, S), L the latency, B the rate:
+
+    * it starts when its first packet is here and the link is free (FIFO, one message at a time);
+    * its first packet reaches the next device at ``start + int(L + p / B)``, which starts the
+      next hop there;
+    * the link is busy until ``end = max(start + int(S / B), tail + int(p / B))``, ``tail`` being
+      when the message's last packet reached this device: a link cannot send bytes it has not got;
+    * the last packet reaches the next device at ``int(end + L)``; on the last hop that is the
+      message's arrival.
+
+    An uncontended message over H hops of one rate thus takes H·L + S/B + (H − 1)·p/B (packet
+    pipelining), and with p = S, the Link's store and forward exactly. Two events per hop, as Link."""
+
+    __slots__ = ("packet_bytes",)
+
+    def __init__(self, *args, packet_bytes: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.packet_bytes = packet_bytes
+
+    def _transmit(self, chunk: Chunk) -> None:
+        self.busy = True
+        self.chunks += 1
+        size = chunk.size_bytes
+        d = self.delays.get(size)
+        if d is None:
+            p = min(size, self.packet_bytes)
+            d = self.delays[size] = (link_arrival_ns(p, self.latency_ns, self.bytes_per_ns),
+                                     link_serialization_ns(size, self.bytes_per_ns),
+                                     link_serialization_ns(p, self.bytes_per_ns))
+        now = self.last_start = self._queue.now
+        end = now + d[1]
+        if chunk.tail + d[2] > end:
+            end = chunk.tail + d[2]
+        self.free_at = end
+        chunk.tail = int(end + self.latency_ns)
+        arrive = chunk.tail if chunk.hop == len(chunk.route) - 1 else now + d[0]
+        self._schedule(arrive - now, self._on_arrived, chunk)
+        self._schedule(end - now, self._on_free)
+
+
+#: a topology file's packet: ns-3's default MTU here (network/ns3/settings.py), jumbo frames
+DEFAULT_PACKET_BYTES = 9000
+
+
 class CongestionAwareBackend(AnalyticalBackend):
     """Links with FIFO queues, store-and-forward per hop, dimension-order routing."""
 
@@ -127,13 +178,8 @@ class CongestionAwareBackend(AnalyticalBackend):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        settings = self.config.extra.get("congestion_aware") or {}
-        if settings:
-            raise NetworkConfigError(
-                self.config.path, f"key 'congestion_aware', key {sorted(map(str, settings))[0]!r}",
-                "unknown setting; the congestion-aware backend has no settings yet",
-            )
         topo = self.topology
+        packet_bytes = _packet_bytes(self.config, is_graph=graph_flows(topo) is not None)
         self._dims = topo.dims
         self._bytes_per_ns = tuple(d.bytes_per_ns for d in topo.dims)  # GB = 2^30 B (§6.1)
         self._delays: tuple[dict[int, tuple[int, int]], ...] = tuple({} for _ in topo.dims)
@@ -155,8 +201,9 @@ class CongestionAwareBackend(AnalyticalBackend):
         self._links: dict[tuple[int, int], Link] = {}
         self.time_zero_event: tuple[int, int, int] | None = None  # a message freeing its link at time 0
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
-        self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: Link(
-            a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived))  # None: no topology file
+        self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: PacketLink(
+            a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived,
+            packet_bytes=packet_bytes))  # None: no topology file
 
     # -- messages -----------------------------------------------------------------------
     def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
@@ -292,3 +339,24 @@ class CongestionAwareBackend(AnalyticalBackend):
         if self._graph is not None:  # its links, link classes (graph_links.py)
             out.update(self._graph.stats(self.now()))
         return out
+
+
+def _packet_bytes(config: NetworkConfig, *, is_graph: bool) -> int:
+    """``congestion_aware: {packet_bytes: N}``, for topology files only: ASTRA-sim's own
+    congestion-aware backend, which the built-in topologies reproduce, stores and forwards
+    whole chunks."""
+    settings = dict(config.extra.get("congestion_aware") or {})
+    value = settings.pop("packet_bytes", None)
+    if settings:
+        raise NetworkConfigError(config.path, f"key 'congestion_aware', key {sorted(map(str, settings))[0]!r}",
+                                 "unknown setting; the congestion-aware backend knows packet_bytes")
+    if value is None:
+        return DEFAULT_PACKET_BYTES
+    if not is_graph:
+        raise NetworkConfigError(config.path, "key 'congestion_aware', key 'packet_bytes'",
+                                 "applies to a topology file only: on the built-in topologies the backend is "
+                                 "ASTRA-sim's, which stores and forwards whole chunks")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise NetworkConfigError(config.path, "key 'congestion_aware', key 'packet_bytes'",
+                                 f"expected a whole number of bytes >= 1, got {value!r}")
+    return value

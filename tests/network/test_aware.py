@@ -256,6 +256,19 @@ def test_unknown_congestion_aware_setting_is_rejected():
         CongestionAwareBackend(cfg)
 
 
+@pytest.mark.parametrize("value, what", [(9000, "topology file only"), (0, None), ("big", None)])
+def test_packet_bytes_is_for_topology_files_and_a_whole_number(value, what):
+    """The built-in topologies are ASTRA-sim's, which store and forward whole chunks."""
+    if what is not None:
+        with pytest.raises(NetworkConfigError, match=what):
+            CongestionAwareBackend(net(["Ring"], [4], [50.0], [500.0], congestion_aware={"packet_bytes": value}))
+        return
+    gen = {"topology-generator": {"shape": "fat-tree", "leaves": 2, "npus-per-leaf": 2},
+           "congestion_aware": {"packet_bytes": value}}
+    with pytest.raises(NetworkConfigError, match="whole number of bytes"):
+        CongestionAwareBackend(NetworkConfig.from_dict(gen))
+
+
 def test_deterministic():
     n = 8
     msgs = [(s, d, 1000 * (s + 1), s * n + d) for s in range(n) for d in range(n) if s != d]

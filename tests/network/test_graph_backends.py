@@ -1,9 +1,9 @@
-"""Every backend on a physical graph: a one-switch star equals the built-in Switch, the
+"""Every backend on a physical graph: a one-switch star equals the built-in Switch (on the aware
+backend when its packets are whole chunks), the
 unaware time is the path's closed form, oversubscription slows a cross-leaf all-to-all on the
 aware backend and on ns-3, and the link-class report shows where the bytes went."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,6 +15,8 @@ from network.config import NetworkConfig
 from system.report import build_report, format_breakdown
 from system.simulation import run_simulation
 from workload.builder import write_collective_microbenchmark
+
+from conftest import need
 
 MB = 1 << 20
 
@@ -45,9 +47,18 @@ def test_one_switch_star_equals_switch(tmp_path, coll, impl, backend):
     (tmp_path / "sw.yml").write_text("topology: [Switch]\nnpus_count: [16]\nbandwidth: [50]\nlatency: [500]\n")
     w = write_collective_microbenchmark(tmp_path / "w", 16, coll, MB, shared=True)
     s = _system(tmp_path, impl)
-    star = run_simulation(w, tmp_path / "star.yml", s, backend=backend)
     switch = run_simulation(w, tmp_path / "sw.yml", s, backend=backend, symmetry=False)
-    assert star.finish_ns == switch.finish_ns
+    if backend == "congestion-aware":
+        # a file's links carry packets (9000 B), which pipeline through the switch; with packets as
+        # large as a message the file's links store and forward whole chunks, as ASTRA-sim's Switch
+        (tmp_path / "star_sf.yml").write_text("topology-file: star.txt\ncongestion_aware: {packet_bytes: 1073741824}\n")
+        whole = run_simulation(w, tmp_path / "star_sf.yml", s, backend=backend)
+        assert whole.finish_ns == switch.finish_ns
+        piped = run_simulation(w, tmp_path / "star.yml", s, backend=backend)
+        assert all(a < b for a, b in zip(piped.finish_ns, switch.finish_ns))
+    else:
+        star = run_simulation(w, tmp_path / "star.yml", s, backend=backend)
+        assert star.finish_ns == switch.finish_ns
 
 
 def test_unaware_message_is_latencies_plus_size_over_slowest_link():
@@ -66,16 +77,41 @@ def test_unaware_message_is_latencies_plus_size_over_slowest_link():
     assert got[4] == int(500 + 1000 + 1000 + 500 + MB / min(npu_bw, up_bw))
 
 
-def test_aware_stores_and_forwards_along_the_path():
-    cfg = NetworkConfig.from_dict({"topology-generator": {"shape": "fat-tree", "leaves": 2, "npus-per-leaf": 2}})
+@pytest.mark.parametrize("packet, want", [
+    (None, 4 * 500 + int(MB / 50.0) + 3 * int(9000 / 50.0)),   # 9000 B packets pipeline over the 4 hops
+    (MB, 4 * int(500 + MB / 50.0)),                             # whole-message packets: store and forward
+    (4096, 4 * 500 + int(MB / 50.0) + 3 * int(4096 / 50.0)),
+])
+def test_aware_pipelines_packets_along_the_path(packet, want):
+    gen = {"topology-generator": {"shape": "fat-tree", "leaves": 2, "npus-per-leaf": 2}}
+    cfg = NetworkConfig.from_dict({**gen, **({"congestion_aware": {"packet_bytes": packet}} if packet else {})})
     b = CongestionAwareBackend(cfg)
     got = []
     b.recv(3, 0, MB, 5, lambda: got.append(b.now()))
     b.send(0, 3, MB, 5, lambda: None)
     b.run()
-    assert got == [4 * int(500 + MB / 50.0)]  # npu-leaf-spine-leaf-npu, 400 Gbps = 50 bytes/ns each
+    assert got == [want]  # npu-leaf-spine-leaf-npu, 400 Gbps = 50 bytes/ns each, 500 ns each
     st = b.stats()
     assert {k: v["bytes"] for k, v in st["link_classes"].items()} == {"npu-leaf": 2 * MB, "leaf-spine": 2 * MB}
+
+
+def test_packets_queue_behind_each_other_and_a_slow_hop_holds_the_tail(tmp_path):
+    """Two messages into one down-link: the second waits for the first (FIFO); a path whose last
+    hop is slower than its first ends when the tail has crossed the slow hop."""
+    text = "4 1 3\n3\n0 3 800Gbps 0.0005ms 0\n1 3 800Gbps 0.0005ms 0\n2 3 400Gbps 0.0005ms 0\n"
+    (tmp_path / "t.txt").write_text(text)
+    b = CongestionAwareBackend(NetworkConfig.from_dict({"topology-file": str(tmp_path / "t.txt")}))
+    got = {}
+    for src in (0, 1):
+        b.recv(2, src, MB, 7, lambda s=src: got.__setitem__(s, b.now()))
+        b.send(src, 2, MB, 7, lambda: None)
+    b.run()
+    fast, slow, p = MB / 100.0, MB / 50.0, 9000
+    first = int(500 + p / 100.0)                       # first packet at the switch
+    end0 = max(first + int(slow), int(int(fast) + 500) + int(p / 50.0))
+    assert got[0] == int(end0 + 500)
+    end1 = max(end0 + int(slow), int(int(fast) + 500) + int(p / 50.0))   # queued behind message 0
+    assert got[1] == int(end1 + 500)
 
 
 def _a2a(tmp_path: Path, backend: str, size: int) -> dict[int, object]:
@@ -97,13 +133,15 @@ def test_oversubscription_slows_cross_leaf_all_to_all_on_aware(tmp_path):
     assert "leaf-spine" in format_breakdown(rep[4])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ns") is None, reason="the ns3 package is not installed")
 def test_ns3_oversubscription_and_agreement_with_aware(tmp_path):
+    need("ns", "ns3", import_it=False)
     ns3 = {k: max(r.finish_ns) for k, r in _a2a(tmp_path, "ns3", 2 * MB).items()}
     aware = {k: max(r.finish_ns) for k, r in _a2a(tmp_path, "congestion-aware", 2 * MB).items()}
     assert ns3[4] >= 2 * ns3[1]
     for k in (1, 4):
-        assert abs(ns3[k] - aware[k]) <= 0.25 * aware[k], (k, ns3[k], aware[k])
+        # both move packets over the same per-pair paths: +0.9 % and +2.2 % measured (whole-chunk
+        # store and forward on the aware side was 25 % apart allowed, and needed it)
+        assert abs(ns3[k] - aware[k]) <= 0.05 * aware[k], (k, ns3[k], aware[k])
 
 
 def test_compare_backends_takes_a_topology_file(tmp_path, capsys):
