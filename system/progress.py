@@ -4,8 +4,9 @@ It is the ``progress`` object ``run_simulation`` accepts (``start(backend)`` / `
 hooks the analytical backends' event queue, whose ``on_tick(now_ns, events)`` runs once per
 ``EventQueue.TICK_EVENTS`` events (2^16), so the event loop itself pays nothing per event.
 Nothing is drawn during the first ``delay_s`` seconds (most runs end before), and at most one
-redraw per ``interval_s``. Backends without that queue (ns-3 runs its own loop) show nothing.
-The CLI turns it off with ``--quiet`` and when stderr is not a terminal.
+redraw per ``interval_s``. The ns-3 backend's queue calls ``on_tick`` from its Python callbacks
+(ns-3 runs its own loop), and its seconds of import and set-up are announced with ``note``
+before they start. The CLI turns it off with ``--quiet`` and when stderr is not a terminal.
 """
 from __future__ import annotations
 
@@ -61,19 +62,25 @@ class ProgressBar:
             self._queue = queue
             queue.on_tick = self.on_tick
 
+    def note(self, text: str) -> None:
+        """Say at once what a long step about to start is (the next tick or ``stop`` clears it)."""
+        self._draw(f"[dtsim] {text} ...")
+
+    def _draw(self, line: str) -> None:
+        pad = max(0, self._width - len(line))
+        self.stream.write("\r" + line + " " * pad)
+        self.stream.flush()
+        self._width = len(line)
+        self.draws += 1
+
     def on_tick(self, now_ns: int, events: int) -> None:
         t = self.clock()
         if t - self._t0 < self.delay_s or t - self._last_draw < self.interval_s:
             return
         self._last_draw = t
         elapsed = t - self._t0
-        line = (f"[dtsim] simulated {format_sim_time(now_ns)} | {_si(events)} events | "
-                f"{_si(events / elapsed)} events/s | {elapsed:.1f} s")
-        pad = max(0, self._width - len(line))
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-        self._width = len(line)
-        self.draws += 1
+        self._draw(f"[dtsim] simulated {format_sim_time(now_ns)} | {_si(events)} events | "
+                   f"{_si(events / elapsed)} events/s | {elapsed:.1f} s")
 
     def stop(self) -> None:
         if self._queue is not None:

@@ -244,7 +244,17 @@ class _RankRun:
         remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
         budget = max_wall_s
         if group is None:
-            net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
+            if self.progress is not None and self.name == "ns3":  # seconds of import and set-up, in silence
+                topo = net.topology
+                what = (f"{topo.graph.describe()}" if getattr(topo, "graph", None) is not None
+                        else f"{npus} NPUs")
+                self.progress.note(f"ns-3: loading the ns3 package and building {what}")
+            try:
+                net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
+            except BaseException:
+                if self.progress is not None:
+                    self.progress.stop()  # the error's message starts on a clean line
+                raise
             ranks = list(range(npus))
         elif isinstance(group, Orbits):
             inner = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)

@@ -48,17 +48,20 @@ _MAX_NPUS = 48_000  # a receiver listens on port 1000 + sender rank, below the e
 _MAX_PRECONNECT = 20_000
 _MAX_LATENCY_NS = 1e12  # 1000 s per hop; ns-3's clock is an int64 of ns and TCP timers multiply it
 _LONG_DELAY_NS, _MAX_TIME_NS = 2**40, 2**62
+_TICK_CALLS = 1024  # Python calls between progress ticks: a tick reads the clock and ns-3's counter
 _live: "weakref.ref[Ns3Backend] | None" = None
 
 
 class _Ns3Queue:
     """Stands in for EventQueue inside AnalyticalBackend (recv's delay-0 callback, stats)."""
 
-    __slots__ = ("schedule", "_backend", "wall_origin")
+    __slots__ = ("schedule", "_backend", "wall_origin", "on_tick")
 
     def __init__(self, backend: "Ns3Backend") -> None:
         self.schedule = backend.schedule
         self._backend = backend
+        #: a progress display's hook (system/progress.py): called every _TICK_CALLS Python calls
+        self.on_tick: Any = None
         # time.monotonic() when the run's wall budget started (the run sets it: set-up counts)
         self.wall_origin: float | None = None
 
@@ -278,6 +281,10 @@ class Ns3Backend(AnalyticalBackend):
 
     def _after_call(self) -> None:
         self._python_calls += 1
+        if not self._python_calls % _TICK_CALLS:
+            tick = self.queue.on_tick
+            if tick is not None:
+                tick(self.now(), self.ns3_events())
         if not self._events and not self._messages:
             self._stop()  # nothing left that Python could see
 

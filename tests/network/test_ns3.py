@@ -286,3 +286,31 @@ def test_one_npu_graph_without_links_runs(tmp_path):
     b.comp("c", 1000)
     b.write(tmp_path / "w", 0)
     assert run_simulation(tmp_path / "w", tmp_path / "one.yml", backend="ns3").end_ns == 1000
+
+
+def test_a_progress_line_covers_set_up_and_simulation(tmp_path):
+    """ns-3's import and set-up take seconds before the first event, and ns-3 runs its own loop:
+    the progress display says what the set-up is before it starts, then ticks from ns-3's Python
+    callbacks with simulated time and ns-3's event count."""
+    import io
+
+    from system.progress import ProgressBar
+    from system.simulation import run_simulation
+    from workload.builder import write_collective_microbenchmark
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    bar = ProgressBar(stream, delay_s=0.0, interval_s=0.0)
+    w = write_collective_microbenchmark(tmp_path / "w", 16, "ALL_REDUCE", 1 << 20, shared=True)
+    (tmp_path / "r16.yml").write_text("topology: [Ring]\nnpus_count: [16]\nbandwidth: [50]\nlatency: [500]\n")
+    done = run_simulation(w, tmp_path / "r16.yml", backend="ns3", progress=bar, symmetry=False)
+    out = stream.getvalue()
+    assert "[dtsim] ns-3: loading the ns3 package and building 16 NPUs" in out
+    ticks = [line for line in out.split("\r") if line.startswith("[dtsim] simulated")]
+    assert ticks and bar.draws >= 2
+    last = int(float(ticks[-1].split()[2]) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[ticks[-1].split()[3]])
+    assert 0 < last <= done.end_ns
+    assert out.endswith("\r")          # cleared when the run ended
