@@ -77,11 +77,12 @@ def test_two_rank_gloo_step_simulates_coupled_and_close_to_measured(ddp2, tmp_pa
     meta = json.loads((traces / "collect.json").read_text())
     assert meta["threads_per_rank"] == 1 and [r["rank"] for r in meta["ranks"]] == [0, 1]
     assert all(r["profiled"] and r["profiled_step_wall_s"] > 0 and r["threads"] == 1 for r in meta["ranks"])
-    # the ranks begin the profiled step together (one clock here): a barrier alone left them up to 26 ms apart
+    # the ranks begin the profiled step together (one clock here): a barrier alone left them 24-26 ms
+    # apart; what is left is the scheduler's (a loaded 2-core machine: up to ~4 ms seen)
     starts = [min(e["ts"] for e in _kineto(traces, r) if str(e.get("name", "")).startswith("ProfilerStep#"))
               for r in (0, 1)]
-    assert abs(starts[0] - starts[1]) < 3_000, starts                             # us
-    assert all(0 <= r["start_lateness_s"] < 0.003 for r in meta["ranks"]), meta["ranks"]
+    assert abs(starts[0] - starts[1]) < 10_000, starts                            # us
+    assert all(0 <= r["start_lateness_s"] < 0.010 for r in meta["ranks"]), meta["ranks"]
     report = _convert_and_simulate(traces, 2, tmp_path)
     _check_counts(report, traces, 2)
     last = [max((c for c in report["collectives"] if c["rank"] == r), key=lambda c: c["end_cycles"]) for r in (0, 1)]
