@@ -207,7 +207,7 @@ class CongestionAwareBackend(AnalyticalBackend):
 
     # -- messages -----------------------------------------------------------------------
     def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
-        if self._graph is not None:  # a topology file: per-flow ECMP paths (graph_links.py)
+        if self._graph is not None:  # a topology file: one path per pair (graph_links.py)
             route = self._graph.route(src, dst, size_bytes)
         else:
             route = self._routes.get((src, dst))
