@@ -232,7 +232,26 @@ class _RankRun:
         self.max_events, self.max_wall_s, self.progress = max_events, max_wall_s, progress
         self.rendezvous, self.t0 = rendezvous, t0
         self.batched_messages = 0  # messages the last attempt advanced in batched ring phases
+        self.backend_factory: Any = None  # instead of the registry's class (a dry run's PairRecorder)
         self.divergences = Divergences()  # the last attempt's (system/divergence.py)
+
+    def _pairs_used(self) -> "set[tuple[int, int]] | None":
+        """The pairs of ranks the run sends between, from a run on the congestion-unaware backend
+        (network/analytical/pair_recorder.py); None where that run cannot say (it ended stuck, or
+        mismatched: the real run reports that)."""
+        from network.analytical.pair_recorder import PairRecorder
+
+        dry = _RankRun(self.net, self.sys_cfg, "congestion-unaware", self.graphs, self.groups_spec,
+                       self.remote_memory, self.queues, None, self.max_wall_s, None, self.rendezvous, self.t0)
+        dry.backend_factory = PairRecorder
+        try:
+            backend, _, _ = dry.simulate(None, batching=True)
+        except (FastPathConflict, Deadlock):
+            try:
+                backend, _, _ = dry.simulate(None, batching=False)
+            except (FastPathConflict, Deadlock):
+                return None
+        return backend.pairs
 
     def simulate(self, group: Any, batching: bool) -> tuple[Any, list[Sys], list[Workload]]:
         """One attempt: with ``group`` (system/shortcuts/representative.py) one representative rank stands for all;
@@ -243,14 +262,22 @@ class _RankRun:
         npus = net.topology.npus_count
         remote = load_remote_memory(self.remote_memory, npus) if self.remote_memory is not None else None
         budget = max_wall_s
-        if group is None:
-            if self.progress is not None and self.name == "ns3":  # seconds of import and set-up, in silence
-                topo = net.topology
-                what = (f"{topo.graph.describe()}" if getattr(topo, "graph", None) is not None
-                        else f"{npus} NPUs")
-                self.progress.note(f"ns-3: loading the ns3 package and building {what}")
+        if group is None and self.backend_factory is not None:
+            net_backend = self.backend_factory(net, max_events=self.max_events, wall_limit_s=budget)
+            ranks = list(range(npus))
+        elif group is None:
+            extra = {}
+            if self.name == "ns3":
+                if (net.extra.get("ns3") or {}).get("preconnect", True):
+                    extra["pairs"] = self._pairs_used()
+                if self.progress is not None:  # seconds of import and set-up, in silence
+                    topo = net.topology
+                    what = (f"{topo.graph.describe()}" if getattr(topo, "graph", None) is not None
+                            else f"{npus} NPUs")
+                    self.progress.note(f"ns-3: loading the ns3 package and building {what}")
             try:
-                net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
+                net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget,
+                                                       **extra)
             except BaseException:
                 if self.progress is not None:
                     self.progress.stop()  # the error's message starts on a clean line

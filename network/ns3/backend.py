@@ -31,7 +31,7 @@ import importlib.util
 import time
 import warnings
 import weakref
-from typing import Any
+from typing import Any, Iterable
 
 from network.analytical.base import AnalyticalBackend, Callback, Message
 from network.config import NetworkConfig
@@ -86,8 +86,12 @@ class Ns3Backend(AnalyticalBackend):
 
     name = "ns3"
 
-    def __init__(self, config: NetworkConfig, max_events: int | None = None, wall_limit_s: float | None = None) -> None:
+    def __init__(self, config: NetworkConfig, max_events: int | None = None, wall_limit_s: float | None = None,
+                 pairs: "Iterable[tuple[int, int]] | None" = None) -> None:
+        """``pairs``: the (src, dst) pairs the run will send between (network/analytical/pair_recorder.py),
+        the only connections ``preconnect`` opens; None: every pair of every dimension group."""
         super().__init__(config, max_events, wall_limit_s)  # pairing state; its EventQueue goes unused
+        self._pairs_used = sorted(set(pairs)) if pairs is not None else None
         self.settings = Ns3Settings.from_mapping(config.extra.get("ns3"), config.path).resolved(self.topology)
         if self.topology.npus_count > _MAX_NPUS:
             raise NetworkConfigError(
@@ -160,7 +164,7 @@ class Ns3Backend(AnalyticalBackend):
         if self._wiring is not None:  # a physical graph, with per-flow routes (graph_wiring.py)
             fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(self._wiring.nodes_count)
             self._wiring.build(fabric, mtu, queue)
-            fabric.Finish()
+            fabric.Finish(False)  # every pair is routed before it sends (route_pair): no global routes
             fabric.UseFlowRoutes()
             self.links_count, self.nodes_count = len(self._wiring.links), self._wiring.nodes_count
         else:
@@ -170,7 +174,7 @@ class Ns3Backend(AnalyticalBackend):
             delay = [round(d.latency_ns) for d in self.topology.dims]  # ns-3 time resolution: 1 ns
             for link in plan.links:
                 fabric.AddLink(link.a, link.b, rate[link.dim], delay[link.dim], mtu, queue)
-            fabric.Finish()
+            fabric.Finish(True)
             self.links_count, self.nodes_count = len(plan.links), plan.nodes_count
         fabric.SetTransport(self.settings.transport == "udp", self.settings.payload_size)
         if fabric.TraceFailures():
@@ -178,9 +182,13 @@ class Ns3Backend(AnalyticalBackend):
         return fabric
 
     def _preconnect(self) -> None:
-        """Open the TCP connections of every dimension group, then call that moment time 0."""
+        """Open the TCP connections the run uses (else those of every dimension group), then call
+        that moment time 0."""
         t = self.topology
-        pairs = [(a, b) for d in range(t.dims_count) for g in dimension_groups(t, d) for a in g for b in g if a != b]
+        pairs = self._pairs_used
+        if pairs is None:
+            pairs = [(a, b) for d in range(t.dims_count) for g in dimension_groups(t, d) for a in g for b in g
+                     if a != b]
         if len(pairs) > _MAX_PRECONNECT:
             warnings.warn(
                 f"ns3.preconnect: {len(pairs)} connections are too many to open ahead; each pair connects "

@@ -85,8 +85,9 @@ class Fabric {
         devices.push_back(p2p.Install(nodes.Get(a), nodes.Get(b)));
     }
 
-    // After the last AddLink: IP stack, one /30 per link, no queue disc, drop counters, routes.
-    void Finish() {
+    // After the last AddLink: IP stack, one /30 per link, no queue disc, drop counters, and, unless
+    // every flow gets its own route (a physical graph: UseFlowRoutes), ns-3's global routes.
+    void Finish(bool global_routes) {
         InternetStackHelper().Install(nodes);
         Ipv4AddressHelper ip;
         ip.SetBase(Ipv4Address("10.0.0.0"), Ipv4Mask("255.255.255.252"));
@@ -112,7 +113,9 @@ class Fabric {
             Count(nodes.Get(n)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
                 "TcDrop", MakeCallback(&Fabric::OnDrop, this)));
         }
-        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+        // all-pairs shortest paths and a route per link subnet in every node: 35 s and most of the
+        // 3 GB at 512-1,024 GPUs, for routes a physical graph's flows never ask for
+        if (global_routes) Ipv4GlobalRoutingHelper::PopulateRoutingTables();
     }
 
     // A physical graph: per-flow routes (FlowRouting, flow_routing_cpp.py) above ns-3's own.

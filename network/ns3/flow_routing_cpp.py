@@ -5,8 +5,9 @@ chose for it, so ns-3 and the analytical backends send a message over the same l
 ns-3's own protocols. Its table maps a flow (source node, destination node) to the interface
 it leaves this node by; the source node comes from the packet's source address (or, for a
 packet this node originates, the node itself). ACKs are the reverse flow and get its route.
-A flow not in the table falls through to ns-3's global routing. Local delivery is
-Ipv4ListRouting's, before any protocol is asked.
+Every pair is routed before its first packet (backend.py: route_pair), so a graph's fabric
+builds no global routes (fabric_cpp.py: Finish); a flow not in the table would find no route.
+Local delivery is Ipv4ListRouting's, before any protocol is asked.
 """
 
 SOURCE = r"""

@@ -8,7 +8,8 @@ Every key is optional; the defaults model a lossless µs-scale fabric rather tha
                          with timestamps, mtu − 28 for UDP; ns-3: TcpSocket::SegmentSize).
 ``snd_buf_size``         TCP send buffer per connection, bytes (default 0: auto, see below).
 ``rcv_buf_size``         TCP receive buffer (window) per connection, bytes (default 0: auto).
-``preconnect``           TCP: open a connection between every two NPUs of each dimension group
+``preconnect``           TCP: open the connections the run uses (a congestion-unaware run of the
+                         workload names them; else every two NPUs of each dimension group)
                          before time 0, as NCCL does when it builds a communicator (default
                          true). False: a pair connects on its first message, which then pays
                          the handshake (one round trip). Skipped, with a warning, above

@@ -314,3 +314,20 @@ def test_a_progress_line_covers_set_up_and_simulation(tmp_path):
     last = int(float(ticks[-1].split()[2]) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[ticks[-1].split()[3]])
     assert 0 < last <= done.end_ns
     assert out.endswith("\r")          # cleared when the run ended
+
+
+def test_preconnect_opens_only_the_pairs_the_run_uses_and_the_answer_is_the_same(tmp_path, monkeypatch):
+    """A ring all-reduce on a Switch of 8 talks over 8 of the group's 56 pairs; a run on the
+    congestion-unaware backend names them and ns-3 connects only those (at 1,024 GPUs a million
+    connections were otherwise not opened at all). Unused connections carry nothing, so the
+    times equal those of opening every pair."""
+    from system.simulation import _RankRun, run_simulation
+    from workload.builder import write_collective_microbenchmark
+
+    w = write_collective_microbenchmark(tmp_path / "w", 8, "ALL_REDUCE", 1 << 20, shared=True)
+    (tmp_path / "s8.yml").write_text("topology: [Switch]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n")
+    used = run_simulation(w, tmp_path / "s8.yml", backend="ns3", symmetry=False)
+    monkeypatch.setattr(_RankRun, "_pairs_used", lambda self: None)
+    every = run_simulation(w, tmp_path / "s8.yml", backend="ns3", symmetry=False)
+    assert used.network_stats["connections"] == 8 and every.network_stats["connections"] == 56
+    assert used.finish_ns == every.finish_ns
