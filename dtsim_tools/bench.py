@@ -56,8 +56,10 @@ ASTRA_BINARIES = {"congestion-unaware": "AstraSim_Analytical_Congestion_Unaware"
 _FINISHED = re.compile(rb"sys\[(\d+)\] finished, (\d+) cycles")
 
 
-def _collective_case(dims: list[tuple[str, int]], extra: tuple[str, ...] = (), backend: str | None = None) -> dict:
-    return {"kind": "collective", "dims": dims, "extra": list(extra), "backend": backend}
+def _collective_case(dims: list[tuple[str, int]], extra: tuple[str, ...] = (), backend: str | None = None,
+                     collective: str = "ALL_REDUCE", impl: str = "ring", size: int = 1 << 30) -> dict:
+    return {"kind": "collective", "dims": dims, "extra": list(extra), "backend": backend,
+            "collective": collective, "impl": impl, "size": size}
 
 
 def _triosim_case(trace: str, layout: dict[str, int], dims: list[tuple[str, int]], micros: bool = False) -> dict:
@@ -91,6 +93,15 @@ CASES: dict[str, dict] = {
     "ring4096-general": _collective_case([("Ring", 4096)], ("--no-symmetry",)),
     "ring3d-4096": _collective_case([("Ring", 16), ("Ring", 16), ("Ring", 16)]),
     "switch3d-4096": _collective_case([("Switch", 16), ("Switch", 16), ("Switch", 16)]),
+    # issue 26: no shortcut covers these, every rank runs every message (aware, direct; 1 MiB)
+    "direct-ar-switch256-aware": _collective_case([("Switch", 256)], backend="congestion-aware", impl="direct",
+                                                  size=1 << 20),
+    "direct-ar-fc256-aware": _collective_case([("FullyConnected", 256)], backend="congestion-aware", impl="direct",
+                                              size=1 << 20),
+    "direct-a2a-switch256-aware": _collective_case([("Switch", 256)], backend="congestion-aware", impl="direct",
+                                                   collective="ALL_TO_ALL", size=1 << 20),
+    "dbt-ar-switch256": _collective_case([("Switch", 256)], ("--no-symmetry",), impl="doubleBinaryTree",
+                                         size=1 << 20),
     "vgg13-dp64": _triosim_case("vgg13", {"dp": 64}, [("Ring", 64)]),
     "resnet50-8x8x4": _triosim_case("resnet50", {"dp": 8, "tp": 8, "pp": 4, "micro_batches": 4}, [("Ring", 256)]),
     # issue 13's layout: groups of tp 4, dp 8 and pp 4 ranks, 131,328 nodes, 27,776 collectives
@@ -123,7 +134,7 @@ def _prepare_in_child(name: str, work: Path, examples: Path) -> Prepared:
     return Prepared(**json.loads(p.stdout.strip().splitlines()[-1]))
 
 
-def _write_configs(d: Path, dims: list[tuple[str, int]]) -> tuple[Path, Path, Path]:
+def _write_configs(d: Path, dims: list[tuple[str, int]], impl: str = "ring") -> tuple[Path, Path, Path]:
     import yaml
 
     net = {"topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
@@ -131,7 +142,7 @@ def _write_configs(d: Path, dims: list[tuple[str, int]]) -> tuple[Path, Path, Pa
     (d / "net.yml").write_text(yaml.safe_dump(net))
     cfg = dict(RING_4CHUNKS)
     for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
-        cfg[f"{c}-implementation"] = ["ring"] * len(dims)
+        cfg[f"{c}-implementation"] = [impl] * len(dims)
     (d / "sys.json").write_text(json.dumps(cfg))
     (d / "mem.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
     return d / "net.yml", d / "sys.json", d / "mem.json"
@@ -160,7 +171,7 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
     npus = 1
     for _, n in dims:
         npus *= n
-    net, cfg, mem = _write_configs(d, dims)
+    net, cfg, mem = _write_configs(d, dims, case.get("impl", "ring"))
     common = ["--network", str(net), "--system", str(cfg), "--remote-memory-configuration", str(mem)]
     astra = [f"--network-configuration={net}", f"--system-configuration={cfg}",
              f"--remote-memory-configuration={mem}"]
@@ -169,7 +180,8 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
         from workload.builder import write_collective_microbenchmark
 
         # one shared file for all ranks (ASTRA-sim's 4096 case does the same, through links)
-        spec = write_collective_microbenchmark(d / "all_reduce", npus, "ALL_REDUCE", GB, shared=True)
+        spec = write_collective_microbenchmark(d / "all_reduce", npus, case.get("collective", "ALL_REDUCE"),
+                                               case.get("size", GB), shared=True)
         for r in range(npus):
             os.symlink(spec, d / f"all_reduce.{r}.et")
         ours = ["--workload", spec, *common, *case["extra"]]
