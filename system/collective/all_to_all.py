@@ -53,7 +53,8 @@ class AllToAll(Ring):
             if self.total_packets_received < self.middle_point:
                 return
             for _ in range(self.parallel_reduce):
-                self.ready()
+                if not self.ready():  # nothing changed, so every further call would say no too
+                    break
         else:
             self.ready()
         self.iteratable()
