@@ -231,11 +231,12 @@ def format_breakdown(report: dict[str, Any], max_rows: int = 16) -> str:
     summary = report["collective_summary"]
     if summary:
         lines.append(f"{'collective':>15}  {'size':>10}  {'algorithm':>10}  {'ranks':>5}  {'count':>6}  "
-                     f"{'mean cycles':>12}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
+                     f"{'mean cycles':>12}  {'of it wait':>10}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
         for c in summary[:max_rows]:
             bw = lambda v: f"{v:>10.3f}" if v is not None else f"{'-':>10}"  # noqa: E731
             lines.append(f"{c['type']:>15}  {_bytes(c['size_bytes']):>10}  {str(c['algorithm']):>10}  {c['group_size']:>5}  "
-                         f"{c['count']:>6}  {c['mean_duration_cycles']:>12.1f}  {bw(c['algbw_gb_s'])}  {bw(c['busbw_gb_s'])}")
+                         f"{c['count']:>6}  {c['mean_duration_cycles']:>12.1f}  {c['mean_wait_cycles']:>10.1f}  "
+                         f"{bw(c['algbw_gb_s'])}  {bw(c['busbw_gb_s'])}")
         if len(summary) > max_rows:
             lines.append(f"{'':>15}  ... {len(summary) - max_rows} more kind(s) in --report")
     dims = report["network"].get("dimensions", [])
