@@ -164,3 +164,25 @@ def test_long_record_lists_are_written_one_record_per_line(tmp_path: Path) -> No
     lines = text.splitlines()
     assert sum(line.lstrip().startswith('{"rank": ') for line in lines) == 300  # the long list: one per line
     assert '  "ranks": [' not in text and ' "ranks": [\n  {\n   "rank": 0,' in text  # short lists keep the indent
+
+
+def test_collective_table_shows_the_wait_its_bandwidths_leave_out(tmp_path) -> None:
+    """Rank 0 computes 100 us before the all-reduce, rank 1 enters at once: the collective's mean
+    duration holds rank 1's wait, the table says how much, and algbw is over the rest."""
+    from system.report import build_report, format_breakdown
+    from system.simulation import run_simulation
+    from workload.builder import GraphBuilder
+
+    for rank in range(2):
+        b = GraphBuilder()
+        deps = [b.comp("c", 100_000)] if rank == 0 else []
+        b.collective("ar", "ALL_REDUCE", 1 << 20, deps)
+        b.write(tmp_path / "w", rank)
+    (tmp_path / "r2.yml").write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n")
+    rep = build_report(run_simulation(tmp_path / "w", tmp_path / "r2.yml"))
+    (s,) = rep["collective_summary"]
+    assert s["mean_wait_cycles"] == pytest.approx(100_000 / 2, rel=0.01)      # rank 1 waited, rank 0 did not
+    moving = s["mean_duration_cycles"] - s["mean_wait_cycles"]
+    assert s["algbw_gb_s"] == pytest.approx((1 << 20) / moving, rel=1e-6)
+    row = next(line for line in format_breakdown(rep).splitlines() if line.strip().startswith("ALL_REDUCE"))
+    assert f"{s['mean_wait_cycles']:.1f}" in row.split()
