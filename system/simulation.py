@@ -159,7 +159,7 @@ def run_simulation(
         warnings.warn(unused, stacklevel=3)
     # a remote-memory file (ASTRA-sim's run scripts always pass one) does not matter to the
     # shortcuts: the graphs they take have no MEM_LOAD/MEM_STORE nodes
-    static_notes = _network_notes(net, name)  # said before the run: a stuck run reports them too
+    static_notes = _network_notes(net, name) + _workload_notes(graphs)  # said before the run: a stuck run too
     for message in static_notes:
         warnings.warn(message, AstraSimDiffers, stacklevel=3)
     attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
@@ -352,6 +352,19 @@ def _network_notes(net: NetworkConfig, backend: str) -> list[str]:
     return [f"{net.path or 'the network'}: dimension(s) {', '.join(map(str, rings))} is a Ring of 2 NPUs; ASTRA-sim's "
             "congestion-aware backend aborts on it (Device.cpp: 'Assertion !connected(id)', exit 134: its two "
             "directions are one pair of links), dtsim builds one link each way, as FullyConnected(2)"]
+
+
+def _workload_notes(graphs: list) -> list[str]:
+    """What the workload asks of ASTRA-sim that it does not read (system/divergence.py)."""
+    unique = {id(g): g for g in graphs}.values()
+    finer = [(g, g.finer_than_microseconds) for g in unique]
+    finer = [(g, k) for g, k in finer if k]
+    if not finer:
+        return []
+    total = sum(k for _, k in finer)
+    return [f"{total} compute node(s) of {len(finer)} workload file(s) (e.g. {finer[0][0].path}) last a time that is "
+            "not whole microseconds (attribute duration_ns); dtsim runs that time, ASTRA-sim reads only "
+            "duration_micros, so its cycles differ (the converters' --astra-sim-compatible writes whole microseconds)"]
 
 
 def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:

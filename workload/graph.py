@@ -90,6 +90,16 @@ class Graph:
         return len(self.nodes)
 
     @property
+    def finer_than_microseconds(self) -> int:
+        """Compute nodes whose duration_ns is not whole microseconds: ASTRA-sim reads only
+        duration_micros, so it runs them for another time (the writers' duration_micros)."""
+        found = self.memo.get("finer_than_us")
+        if found is None:
+            found = self.memo["finer_than_us"] = sum(
+                1 for n in self.nodes.values() if n.duration_ns % 1000 and n.type == pb.COMP_NODE)
+        return found
+
+    @property
     def has_communicator_groups(self) -> bool:
         """Does any communication node name a group other than the world (pg_name)?"""
         return any(n.pg_name not in ("", "0") for n in self.nodes.values() if n.pg_name is not None)

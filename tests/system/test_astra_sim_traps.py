@@ -294,3 +294,22 @@ def test_roofline_node_without_tensor_size_warns(tmp_path: Path) -> None:
     r, notes = _run(b.write(tmp_path / "w.et"), _net(["Ring"], [4]), _sys(roofline_enabled=1, peak_perf=900))
     assert any("tensor_size 0" in n and "never finishes" in n for n in notes)
     assert r.finish_ns[0] > 0
+
+
+@pytest.mark.parametrize("duration_ns, warned", [(1500, True), (2000, False)])
+def test_durations_finer_than_a_microsecond_say_astra_sim_differs(tmp_path, duration_ns, warned) -> None:
+    """A compute node of 1.5 us (duration_ns): dtsim runs 1500 ns, ASTRA-sim reads duration_micros
+    (1) and runs 1000, so the cycles differ, and the run says so (found comparing a workload of
+    ours against ASTRA-sim's binary: every rank 2-4 k cycles apart, with no word)."""
+    for rank in range(2):
+        b = GraphBuilder()
+        b.collective("ar", "ALL_REDUCE", 1 << 16, [b.comp("c", duration_ns)])
+        b.write(tmp_path / "w", rank)
+    (tmp_path / "r2.yml").write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        res = run_simulation(tmp_path / "w", tmp_path / "r2.yml")
+    notes = [str(w.message) for w in got if issubclass(w.category, AstraSimDiffers)]
+    assert bool(notes) == warned and bool(res.inputs["astra_sim_differs"]) == warned
+    if warned:
+        assert "2 compute node(s) of 2 workload file(s)" in notes[0] and "duration_micros" in notes[0]
