@@ -268,13 +268,13 @@ class _RankRun:
         elif group is None:
             extra = {}
             if self.name == "ns3":
-                if (net.extra.get("ns3") or {}).get("preconnect", True):
-                    extra["pairs"] = self._pairs_used()
                 if self.progress is not None:  # seconds of import and set-up, in silence
                     topo = net.topology
                     what = (f"{topo.graph.describe()}" if getattr(topo, "graph", None) is not None
                             else f"{npus} NPUs")
                     self.progress.note(f"ns-3: loading the ns3 package and building {what}")
+                if (net.extra.get("ns3") or {}).get("preconnect", True):
+                    extra["pairs"] = self._pairs_used()
             try:
                 net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget,
                                                        **extra)
