@@ -364,7 +364,8 @@ def _workload_notes(graphs: list) -> list[str]:
     total = sum(k for _, k in finer)
     return [f"{total} compute node(s) of {len(finer)} workload file(s) (e.g. {finer[0][0].path}) last a time that is "
             "not whole microseconds (attribute duration_ns); dtsim runs that time, ASTRA-sim reads only "
-            "duration_micros, so its cycles differ (the converters' --astra-sim-compatible writes whole microseconds)"]
+            "duration_micros, so its cycles differ (workload.convert's and workload.generate's "
+            "--astra-sim-compatible write whole microseconds)"]
 
 
 def _check_wall(t0: float, max_wall_s: float | None, doing: str) -> None:

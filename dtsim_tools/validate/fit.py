@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from network.calibrate.model import nelder_mead
 from workload.megatron import ComputeModel
 
 KNOBS = ("gemm_eff", "gemm_half_dim", "overhead_ns", "host_ns")
@@ -33,37 +34,6 @@ def _from_model(m: ComputeModel) -> np.ndarray:
     return np.array(out)
 
 
-def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.4, iters: int = 60,
-                tol: float = 1e-4) -> tuple[np.ndarray, float]:
-    n = len(x0)
-    pts = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
-    for _ in range(iters):
-        order = np.argsort(vals)
-        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
-        if vals[-1] - vals[0] < tol:
-            break
-        c = np.mean(pts[:-1], axis=0)
-        xr = c + (c - pts[-1])
-        fr = f(xr)
-        if fr < vals[0]:
-            xe = c + 2 * (c - pts[-1])
-            fe = f(xe)
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = c + 0.5 * (pts[-1] - c)
-            fc = f(xc)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = xc, fc
-            else:  # shrink towards the best
-                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-    i = int(np.argmin(vals))
-    return pts[i], vals[i]
-
-
 def fit(rows: Sequence, predict: Callable[[object, ComputeModel], float], base: ComputeModel,
         iters: int = 60, log: Callable[[str], None] | None = None) -> tuple[ComputeModel, float]:
     """The knobs minimising the mean |predicted / measured - 1| over ``rows``."""
@@ -74,5 +44,6 @@ def fit(rows: Sequence, predict: Callable[[object, ComputeModel], float], base: 
             log(f"  {', '.join(f'{k}={getattr(m, k):.4g}' for k in KNOBS)}: MAE {100 * err:.2f} %")
         return err
 
-    x, err = nelder_mead(objective, _from_model(base), iters=iters)
+    # about two simulator sweeps per simplex step: ``iters`` steps after the first simplex
+    x, err = nelder_mead(objective, _from_model(base), step=0.4, max_evals=len(KNOBS) + 1 + 2 * iters, tol=1e-4)
     return _to_model(x, base), err

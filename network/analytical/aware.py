@@ -134,8 +134,8 @@ class PacketLink(Link):
       next hop there;
     * the link is busy until ``end = max(start + int(S / B), tail + int(p / B))``, ``tail`` being
       when the message's last packet reached this device: a link cannot send bytes it has not got;
-    * the last packet reaches the next device at ``int(end + L)``; on the last hop that is the
-      message's arrival.
+    * the last packet reaches the next device at ``max(int(end + L), first packet's arrival)``;
+      on the last hop that is the message's arrival.
 
     An uncontended message over H hops of one rate thus takes H·L + S/B + (H − 1)·p/B (packet
     pipelining), and with p = S, the Link's store and forward exactly. Two events per hop, as Link."""
@@ -161,8 +161,12 @@ class PacketLink(Link):
         if chunk.tail + d[2] > end:
             end = chunk.tail + d[2]
         self.free_at = end
-        chunk.tail = int(end + self.latency_ns)
-        arrive = chunk.tail if chunk.hop == len(chunk.route) - 1 else now + d[0]
+        head = now + d[0]
+        # the last packet is never before the first: with p = S this is Link's int(L + S / B)
+        # exactly (int(end + L) alone truncates the two fractions apart, a cycle short)
+        tail = int(end + self.latency_ns)
+        chunk.tail = tail if tail > head else head
+        arrive = chunk.tail if chunk.hop == len(chunk.route) - 1 else head
         self._schedule(arrive - now, self._on_arrived, chunk)
         self._schedule(end - now, self._on_free)
 

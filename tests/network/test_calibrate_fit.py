@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from calibrate_output import geomeans
 from conftest import need
 from dtsim_tools.calibrate.cli import main
 from network.calibrate.nccl_tests import format_nccl_tests
@@ -26,19 +27,6 @@ def table(tmp: Path, n: int, hosts: int = 1, sizes=SIZES, **model) -> str:
     p = tmp / f"ar_{n}gpu_{hosts}nodes.txt"
     p.write_text(format_nccl_tests(sizes, [nccl_ring_us(n, s, **model) for s in sizes], n, hosts=hosts))
     return str(p)
-
-
-def geomeans(out: str) -> dict[str, float]:
-    """Per printed table: its name (with the NPU count) → geomean error in %."""
-    found, name = {}, None
-    for line in out.splitlines():
-        m = re.match(r"(\S+): \w+ on (\d+) NPUs", line)
-        if m:
-            name = m.group(1)
-        m = re.search(r"geomean error ([\d.]+) %", line)
-        if m and name and line.startswith("  "):
-            found[name] = float(m.group(1))
-    return found
 
 
 def test_fit_one_node_and_predict_other_gpu_counts(tmp_path: Path, capsys) -> None:

@@ -12,23 +12,11 @@ import pytest
 import yaml
 
 from dtsim_tools.calibrate.cli import main
+from calibrate_output import geomeans
 from network.calibrate.nccl_model import NcclRingModel, ring_equivalent, ring_machine, topology_rings
 from network.calibrate.nccl_tests import read_nccl_tests
 
 DATA = Path(__file__).parent / "data" / "vtrain"
-
-
-def geomeans(out: str) -> dict[str, float]:
-    """Per printed table: its name → the simulator's geomean error in % (not the closed form's line)."""
-    found, name = {}, None
-    for line in out.splitlines():
-        m = re.match(r"(\S+): \w+ on (\d+) NPUs", line)
-        if m:
-            name = m.group(1)
-        m = re.match(r"  geomean error ([\d.]+) %", line)
-        if m and name:
-            found[name] = float(m.group(1))
-    return found
 
 
 def simulated_us(out: str, table: str, size: str) -> float:

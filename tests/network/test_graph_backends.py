@@ -95,6 +95,20 @@ def test_aware_pipelines_packets_along_the_path(packet, want):
     assert {k: v["bytes"] for k, v in st["link_classes"].items()} == {"npu-leaf": 2 * MB, "leaf-spine": 2 * MB}
 
 
+def test_whole_message_packets_store_and_forward_to_the_cycle_with_fractional_latency(tmp_path):
+    """With packets as large as a message a file's links are the Switch's Link to the cycle, also
+    where latency and size / bandwidth both have fractions (int(end + L) alone came a cycle short)."""
+    (tmp_path / "star.txt").write_text("9 1 8\n8\n" + "".join(f"{i} 8 429.4967296Gbps 0.0001234ms 0\n"
+                                                              for i in range(8)))
+    (tmp_path / "star.yml").write_text("topology-file: star.txt\ncongestion_aware: {packet_bytes: 1073741824}\n")
+    (tmp_path / "sw.yml").write_text("topology: [Switch]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [123.4]\n")
+    w = write_collective_microbenchmark(tmp_path / "w", 8, "ALL_REDUCE", (1 << 20) + 4099, shared=True)
+    s = _system(tmp_path, "ring")
+    star = run_simulation(w, tmp_path / "star.yml", s, backend="congestion-aware")
+    switch = run_simulation(w, tmp_path / "sw.yml", s, backend="congestion-aware", symmetry=False)
+    assert star.finish_ns == switch.finish_ns
+
+
 def test_packets_queue_behind_each_other_and_a_slow_hop_holds_the_tail(tmp_path):
     """Two messages into one down-link: the second waits for the first (FIFO); a path whose last
     hop is slower than its first ends when the tail has crossed the slow hop."""

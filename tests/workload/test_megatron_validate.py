@@ -49,3 +49,20 @@ def test_bad_csv_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture, text: 
     assert main(["vtrain", str(p)]) == 2
     err = capsys.readouterr().err
     assert str(p) in err and named in err
+
+
+def test_fit_lowers_the_error_on_the_rows_it_fits(tmp_path: Path) -> None:
+    """The compute-model fit (network.calibrate's Nelder-Mead on log-scaled knobs) ends no worse
+    than where it starts, on the rows it was given, and writes knobs that load."""
+    import json
+
+    from dtsim_tools.validate.fit import KNOBS
+
+    assert main(["vtrain", str(DATA), "--json", str(tmp_path / "before.json")]) == 0
+    start = json.loads((tmp_path / "before.json").read_text())["mae_pct"]
+    assert main(["vtrain", str(DATA), "--fit", str(tmp_path / "m.json"), "--fit-iters", "4"]) == 0
+    knobs = json.loads((tmp_path / "m.json").read_text())
+    assert set(KNOBS) <= set(knobs)
+    assert main(["vtrain", str(DATA), "--compute-model", str(tmp_path / "m.json"), "--json",
+                 str(tmp_path / "after.json")]) == 0
+    assert json.loads((tmp_path / "after.json").read_text())["mae_pct"] <= start + 1e-9

@@ -153,18 +153,17 @@ def busy_periods(ms: list[Measurement]) -> tuple[list[Measurement], list[list[Me
     """The measurements that overlap no other, and the maximal runs of overlapping ones (in order of
     arrival); without a shared clock (no start) every measurement stands alone."""
     timed = sorted((m for m in ms if m.start_ns is not None), key=lambda m: m.start_ns)
-    alone = [m for m in ms if m.start_ns is None]
-    periods: list[list[Measurement]] = []
-    run: list[Measurement] = []
+    runs: list[list[Measurement]] = []
     end = -math.inf
     for m in timed:
-        if run and m.start_ns < end:
-            run.append(m)
+        if runs and m.start_ns < end:
+            runs[-1].append(m)
             end = max(end, m.start_ns + m.time_ns)
         else:
-            (periods.append(run) if len(run) > 1 else alone.extend(run))
-            run, end = [m], m.start_ns + m.time_ns
-    (periods.append(run) if len(run) > 1 else alone.extend(run))
+            runs.append([m])
+            end = m.start_ns + m.time_ns
+    alone = [m for m in ms if m.start_ns is None] + [r[0] for r in runs if len(r) == 1]
+    periods = [r for r in runs if len(r) > 1]
     return alone, periods
 
 
