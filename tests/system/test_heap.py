@@ -1,4 +1,4 @@
-"""A run makes young collections rarer and gives the caller's collector settings back."""
+"""A run keeps the cyclic collector off and gives the caller's collector state back."""
 from __future__ import annotations
 
 import gc
@@ -8,20 +8,30 @@ import pytest
 from system.heap import fewer_collections
 
 
-def test_thresholds_raised_inside_and_restored_after_even_on_error() -> None:
-    before = gc.get_threshold()
-    seen = []
+@fewer_collections
+def _run(seen: list, fail: bool) -> int:
+    seen.append(gc.isenabled())
+    if fail:
+        raise ValueError("boom")
+    return 7
 
-    @fewer_collections
-    def run(fail: bool) -> int:
-        seen.append(gc.get_threshold())
-        if fail:
-            raise ValueError("boom")
-        return 7
 
-    assert run(False) == 7
-    assert seen[0][0] >= 100_000 and seen[0][1:] == before[1:]
-    assert gc.get_threshold() == before
+def test_collector_off_inside_and_back_on_after_even_on_error() -> None:
+    assert gc.isenabled()
+    seen: list[bool] = []
+    assert _run(seen, False) == 7
+    assert seen == [False] and gc.isenabled()
     with pytest.raises(ValueError):
-        run(True)
-    assert gc.get_threshold() == before
+        _run(seen, True)
+    assert seen == [False, False] and gc.isenabled()
+
+
+def test_a_caller_that_turned_it_off_keeps_it_off() -> None:
+    gc.disable()
+    try:
+        seen: list[bool] = []
+        _run(seen, False)
+        assert seen == [False] and not gc.isenabled()
+    finally:
+        gc.enable()
+
