@@ -45,6 +45,7 @@ from network.units import link_arrival_ns, link_serialization_ns
 
 if TYPE_CHECKING:
     from network.analytical.link_pipes import LinkPipes
+    from network.analytical.ring_flows import RingFlows
 
 
 class Chunk:
@@ -138,16 +139,51 @@ class PacketLink(Link):
       on the last hop that is the message's arrival.
 
     An uncontended message over H hops of one rate thus takes H·L + S/B + (H − 1)·p/B (packet
-    pipelining), and with p = S, the Link's store and forward exactly. Two events per hop, as Link."""
+    pipelining), and with p = S, the Link's store and forward exactly.
 
-    __slots__ = ("packet_bytes",)
+    Messages that reach a link in the same nanosecond from different input links are served in
+    the order of those links' ids (a switch port's fixed arbitration), not in the order the
+    simulator happens to run their events: the answer then depends on times alone, which is what
+    lets a batched ring phase (packet_pipes.py) reproduce it. A link knows its input links from
+    the routes that use it (``feed``); with one input, messages cannot tie and start as they come.
+    No event marks the end of a message on the link: FIFO order is arrival order, so a message's
+    start is ``max(arrival, free_at)`` when it arrives. One event per hop."""
+
+    __slots__ = ("packet_bytes", "inputs", "arrivals", "waiting", "last_arrival")
 
     def __init__(self, *args, packet_bytes: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.packet_bytes = packet_bytes
+        self.inputs: set[int] = set()  # ids of the links that feed it (-1: its NPU's own sends)
+        self.arrivals: list[Chunk] | None = None  # this tick's, once it has two inputs
+        self.waiting: deque[int] = deque()  # starts still ahead of the clock (queue depth)
+        self.last_arrival = -1  # when the latest message reached it (packet_pipes.py)
+
+    def feed(self, input_id: int) -> None:
+        """A route reaches this link from link ``input_id`` (-1: it starts here)."""
+        self.inputs.add(input_id)
+        if len(self.inputs) > 1 and self.arrivals is None:
+            self.arrivals = []
+
+    def send(self, chunk: Chunk) -> None:
+        arrivals = self.arrivals
+        if arrivals is None:
+            self._transmit(chunk)
+        else:
+            if not arrivals:  # the first of this tick: decide once every arrival of the tick is in
+                self._schedule(0, self._arbitrate)
+            arrivals.append(chunk)
+
+    def _arbitrate(self) -> None:
+        arrivals = self.arrivals
+        self.arrivals = []
+        if len(arrivals) > 1:
+            # by input link; one input's messages keep their order there (a stable sort)
+            arrivals.sort(key=_input_link_id)
+        for chunk in arrivals:
+            self._transmit(chunk)
 
     def _transmit(self, chunk: Chunk) -> None:
-        self.busy = True
         self.chunks += 1
         size = chunk.size_bytes
         d = self.delays.get(size)
@@ -156,19 +192,33 @@ class PacketLink(Link):
             d = self.delays[size] = (link_arrival_ns(p, self.latency_ns, self.bytes_per_ns),
                                      link_serialization_ns(size, self.bytes_per_ns),
                                      link_serialization_ns(p, self.bytes_per_ns))
-        now = self.last_start = self._queue.now
-        end = now + d[1]
+        now = self.last_arrival = self._queue.now
+        start = self.free_at
+        if start > now:  # it queues behind the messages not yet off the link
+            waiting = self.waiting
+            while waiting and waiting[0] <= now:
+                waiting.popleft()
+            waiting.append(start)
+            if len(waiting) > self.peak_pending:
+                self.peak_pending = len(waiting)
+        else:
+            start = now
+        self.last_start = start
+        end = start + d[1]
         if chunk.tail + d[2] > end:
             end = chunk.tail + d[2]
         self.free_at = end
-        head = now + d[0]
+        head = start + d[0]
         # the last packet is never before the first: with p = S this is Link's int(L + S / B)
         # exactly (int(end + L) alone truncates the two fractions apart, a cycle short)
         tail = int(end + self.latency_ns)
         chunk.tail = tail if tail > head else head
         arrive = chunk.tail if chunk.hop == len(chunk.route) - 1 else head
         self._schedule(arrive - now, self._on_arrived, chunk)
-        self._schedule(end - now, self._on_free)
+
+
+def _input_link_id(chunk: Chunk) -> int:
+    return chunk.route[chunk.hop - 1].dim if chunk.hop else -1
 
 
 #: a topology file's packet: ns-3's default MTU here (network/ns3/settings.py), jumbo frames
@@ -205,6 +255,7 @@ class CongestionAwareBackend(AnalyticalBackend):
         self._links: dict[tuple[int, int], Link] = {}
         self.time_zero_event: tuple[int, int, int] | None = None  # a message freeing its link at time 0
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
+        self._rings: "RingFlows | None" = None
         self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: PacketLink(
             a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived,
             packet_bytes=packet_bytes))  # None: no topology file
@@ -243,7 +294,7 @@ class CongestionAwareBackend(AnalyticalBackend):
     # -- batched ring phases (system/shortcuts/ring_batch.py) ---------------------------------------
     def pipes_possible(self, pairs: list[tuple[int, int]]) -> bool:
         """Whether flows ``pairs`` can be advanced together (LinkPipes): routes of one length
-        that share no link. Not on topology files (per-flow ECMP paths)."""
+        that share no link. Not on topology files, whose phases go to ring_flows()."""
         if self._graph is not None:
             return False
         routes = [self._route(a, b) for a, b in pairs]
@@ -256,6 +307,22 @@ class CongestionAwareBackend(AnalyticalBackend):
         from network.analytical.link_pipes import LinkPipes  # numpy: only when a phase is batched
 
         return LinkPipes([self._route(a, b) for a, b in pairs], size_bytes)
+
+    def ring_flows(self) -> "RingFlows | None":
+        """On a topology file, the runner of batched ring phases (ring_flows.py); None elsewhere."""
+        if self._graph is None:
+            return None
+        if self._rings is None:
+            from network.analytical.ring_flows import RingFlows  # numpy: only when phases are batched
+
+            self._rings = RingFlows(self._graph.path, self.queue.schedule, self.now, self.topology.npus_count)
+        return self._rings
+
+    def account_flows(self, flows: list[tuple[int, int]], size_bytes: int, count: int) -> None:
+        super().account_flows(flows, size_bytes, count)
+        if self._graph is not None:     # the per-link-class report spreads them over their paths
+            for src, dst in flows:
+                self._graph.count(src, dst, size_bytes * count)
 
     def _route(self, src: int, dst: int) -> tuple[Link, ...]:
         route = self._routes.get((src, dst))
@@ -341,6 +408,8 @@ class CongestionAwareBackend(AnalyticalBackend):
         out["links_used"] = len(self._links)
         out["max_link_queue"] = max((link.peak_pending for link in links), default=0)
         if self._graph is not None:  # its links, link classes (graph_links.py)
+            if self._rings is not None:
+                self._rings.flush()
             out.update(self._graph.stats(self.now()))
         return out
 

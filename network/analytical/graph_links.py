@@ -4,7 +4,8 @@
 as before. On a graph it returns a GraphFlows that the backend asks, per message, for
 
 * ``route(src, dst, size)``: the congestion-aware Links of the pair's path, created on first use
-  (one per directed graph link, with that link's latency and bandwidth), or
+  (one per directed graph link, with that link's latency and bandwidth, told its input link on
+  the path: ``feed``), or
 * ``delay_ns(src, dst, size)``: the congestion-unaware time on the pair's path.
 
 One path per pair, whatever the message's tag: a pair's messages share one connection, as
@@ -35,8 +36,18 @@ class GraphFlows:
         fb = self._flow_bytes
         fb[key] = fb.get(key, 0) + size_bytes
         route = self._paths.get(key)
+        return route if route is not None else self.path(src, dst)
+
+    def path(self, src: int, dst: int) -> tuple:
+        """The pair's Links, without booking bytes."""
+        key = (src, dst)
+        route = self._paths.get(key)
         if route is None:
             route = self._paths[key] = tuple(self._link(lid) for lid in self._routes.path(src, dst, 0))
+            prev = -1
+            for link in route:  # each link learns its input links (aware.py's PacketLink)
+                link.feed(prev)
+                prev = link.dim
         return route
 
     def count(self, src: int, dst: int, size_bytes: int) -> None:

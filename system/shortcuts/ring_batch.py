@@ -78,7 +78,7 @@ class BatchAbandoned(FastPathConflict):
 
 
 class _Group:
-    __slots__ = ("key", "label", "n", "need", "members", "exited")
+    __slots__ = ("key", "label", "n", "need", "members", "exited", "flows")
 
     def __init__(self, key: tuple, label: object, n: int, need: int) -> None:
         self.key = key
@@ -87,6 +87,7 @@ class _Group:
         self.need = need  # the ranks that join it: n, or 1 for one orbit (RingBatcher._need)
         self.members: dict[int, tuple[int, "Ring"]] = {}  # index in ring → (start ns, algorithm)
         self.exited = 0
+        self.flows = None  # its phase in the network's RingFlows, where it runs there
 
 
 class RingBatcher:
@@ -108,6 +109,10 @@ class RingBatcher:
         self._delay = getattr(backend, "fixed_delay_ns", None)
         self._pipes_possible = getattr(backend, "pipes_possible", None)
         self._pipes = getattr(backend, "pipes", None)
+        ring_flows = getattr(backend, "ring_flows", None)
+        #: on a topology file (congestion-aware) phases run in the network's RingFlows as their
+        #: ranks join, sharing links and overlapping in time (network/analytical/ring_flows.py)
+        self._rings = ring_flows() if ring_flows is not None else None
         self._account = backend.account_flows
         self._schedule = backend.schedule
         self._now = backend.now
@@ -139,7 +144,7 @@ class RingBatcher:
         stream = algo.stream
         tag = stream.stream_id
         ring_id = topo.identity
-        if self._delay is None and not self._pipes_ok(algo):
+        if self._delay is None and self._rings is None and not self._pipes_ok(algo):
             return False
         need = n if self._rep_of is None else self._need(algo, ring_id, n)
         if not need:
@@ -166,9 +171,25 @@ class RingBatcher:
             raise BatchAbandoned("a reduction with local-mem-bw <= 0: the event path reports it")
         g.members[index] = (self._now(), algo)
         algo._batch_group = g
-        if len(g.members) == need:
+        if self._rings is not None:
+            self._join_flows(g, algo, index)
+        elif len(g.members) == need:
             self._advance(g)
         return True
+
+    def _join_flows(self, g: _Group, algo: "Ring", index: int) -> None:
+        """The rank's part of its phase in the network's RingFlows, which hands it back at its
+        last receive, as _advance's schedule does."""
+        steps = algo.stream_count
+        size = algo.msg_size
+        if g.flows is None:
+            ids, pred, flows = self._shape(algo)
+            endpoint, extra, processed, _ = self._plan(algo)
+            g.flows = (self._rings.phase(ids, pred, steps, size, endpoint, extra), processed)
+            self._account(flows, size, steps)
+            self.messages += g.n * steps
+        phase, processed = g.flows
+        self._rings.join(phase, index, lambda _t: algo.finish_batched(steps, processed))
 
     def _need(self, algo: "Ring", ring_id: tuple, n: int) -> int:
         """In an orbit run: n where every rank of the ring is simulated; 1 where the ring is one
@@ -228,6 +249,21 @@ class RingBatcher:
         return out
 
     # -- the recurrence -----------------------------------------------------------------
+    def _plan(self, first: "Ring") -> tuple[int, list[int], bool, int]:
+        """A phase's endpoint time, the time between a receive and the next send per message,
+        whether its last packet is reduced, and the sum of those times."""
+        sys = first.sys
+        steps = first.stream_count
+        endpoint = 10 if first.fast else sys.communication_delay
+        reduction = 3 * int(first.msg_size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
+        plan_key = (first.nodes_in_ring, first.com_type, steps, endpoint, reduction)
+        plan = self._plans.get(plan_key)
+        if plan is None:
+            extra = [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)]
+            plan = self._plans[plan_key] = (extra, _processes(first, steps + 1), sum(extra[2:steps + 1]))
+        extra, processed, between = plan
+        return endpoint, extra, processed, between
+
     def _advance(self, g: _Group) -> None:
         members = g.members
         n = g.n
@@ -235,15 +271,7 @@ class RingBatcher:
         steps = first.stream_count
         size = first.msg_size
         _, pred, flows = self._shape(first)
-        sys = first.sys
-        endpoint = 10 if first.fast else sys.communication_delay
-        reduction = 3 * int(size / sys.local_mem_bw * 1e9) if sys.local_mem_bw > 0 else 0
-        plan_key = (n, first.com_type, steps, endpoint, reduction)
-        plan = self._plans.get(plan_key)
-        if plan is None:
-            extra = [endpoint + (reduction if _processes(first, j) else 0) for j in range(steps + 2)]
-            plan = self._plans[plan_key] = (extra, _processes(first, steps + 1), sum(extra[2:steps + 1]))
-        extra, processed, between = plan
+        endpoint, extra, processed, between = self._plan(first)
         if len(members) < n:  # one orbit (_need): every rank starts with the simulated one
             (index, (start, algo)), = members.items()
             delay = self._delay(*flows[index], size)

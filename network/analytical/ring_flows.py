@@ -1,0 +1,653 @@
+"""Ring phases on a topology file's links (aware.py's PacketLink), every rank at once, where flows
+share links and phases overlap.
+
+A ring phase (system/shortcuts/ring_batch.py) is, per rank i of a ring and message k = 1..S:
+
+    t_1[i] = start[i] + E;   R_k[i] = max(A_k[i], t_k[i]);   t_(k+1)[i] = R_k[i] + extra[k+1]
+
+where rank i sends message k at t_k[i] on the flow i → succ(i), and A_k[i] is when message k of
+its predecessor's flow reached it; the phase ends on rank i at R_S[i]. A message crosses its
+flow's one path (graph_links.py) with the PacketLink's arithmetic per hop (p = min(packet, S)):
+
+    start = max(arrival, link free);  end = max(start + int(S/B), tail + int(p/B))
+    head at the next device = start + int(L + p/B);  tail there = max(int(end + L), head)
+
+``RingFlows`` runs every phase that joins it, as its ranks join, beside the event queue:
+
+* A link that one flow (one pair of ranks) uses is private: it serves that flow's messages in
+  their order, so its hops are arithmetic, computed for many ranks at once (numpy) as far ahead
+  as each rank's inputs allow.
+* A link that several flows use is shared: it serves messages in arrival order, ties by input
+  link id, as the event path does. Flows drift apart by whole steps and phases overlap there, so
+  shared links are a small discrete-event simulation: a heap of the messages waiting at them,
+  served in time order up to a horizon before which nothing not yet computed can arrive: every
+  such message waits, through private flows, on a message in the heap (whose effects reach a
+  shared link no sooner than ``lookahead`` after it), on a rank about to send, or on a rank that
+  has not started its phase yet (which sends no sooner than now plus the least endpoint time,
+  nor before the phase it is in has ended: a rank runs one phase at a time).
+* The horizon rests on what the phases so far tell (their endpoint times, their flows, one phase
+  per rank at a time); so each message is checked against what its links already served, and
+  one that would have to queue before a message already served (two chunks of one rank at once,
+  a phase with a shorter endpoint time, a new flow onto a link that served another alone) raises
+  ``FastPathConflict``: the run is redone with every message an event.
+* The links are claimed for good: any message of the event path onto them is a conflict too.
+
+It resumes from the event queue when time reaches what the heap holds, and hands each rank back
+to the system layer at its last receive.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from network.errors import FastPathConflict
+from network.units import link_arrival_ns, link_serialization_ns
+
+if TYPE_CHECKING:
+    from network.analytical.aware import PacketLink
+
+#: messages a private link keeps the starts of, to count its queue exactly
+DEPTH = 64
+#: messages sent at once that are advanced one at a time rather than as arrays
+SCALAR = 8
+#: a claim no event-path message passes
+FOREVER = 1 << 62
+
+
+def _delays(link: "PacketLink", size: int) -> tuple[int, int, int]:
+    d = link.delays.get(size)
+    if d is None:
+        p = min(size, link.packet_bytes)
+        d = link.delays[size] = (link_arrival_ns(p, link.latency_ns, link.bytes_per_ns),
+                                 link_serialization_ns(size, link.bytes_per_ns),
+                                 link_serialization_ns(p, link.bytes_per_ns))
+    return d
+
+
+class _Phase:
+    """One ring phase: its ranks in ring order and their progress."""
+
+    __slots__ = ("n", "ids", "steps", "size", "endpoint", "extra", "succ", "flow_in", "flow_out", "joined",
+                 "t_last", "sent", "got", "arr", "finished", "last", "handed", "on_done", "left", "cum")
+
+    def __init__(self, ids: Sequence[int], pred: Sequence[int], steps: int, size: int, endpoint: int,
+                 extra: Sequence[int], flow_in: np.ndarray) -> None:
+        n = len(ids)
+        self.ids = list(ids)
+        self.n, self.steps, self.size, self.endpoint = n, steps, size, endpoint
+        self.extra = np.asarray(list(extra) + [0] * max(0, steps + 2 - len(extra)), dtype=np.int64)
+        # cum[k]: the least time from send 1 to send k (each send waits extra[j] after a receive)
+        self.cum = np.zeros(steps + 1, dtype=np.int64)
+        self.cum[2:] = np.cumsum(self.extra[2:steps + 1])
+        pred_a = np.asarray(pred, dtype=np.intp)
+        self.succ = np.empty(n, dtype=np.intp)
+        self.succ[pred_a] = np.arange(n)
+        self.flow_in = flow_in  # flow id of pred(i) → i
+        self.flow_out = flow_in[self.succ]  # flow id of i → succ(i)
+        self.joined = np.zeros(n, dtype=bool)
+        self.t_last = np.zeros(n, dtype=np.int64)  # send time of rank i's latest message
+        self.sent = np.zeros(n, dtype=np.int64)
+        self.got = np.zeros(n, dtype=np.int64)
+        # message k reached rank i at arr[i, k - 1]: a rank that has not joined yet may receive
+        # every message of the phase before it sends one
+        self.arr = np.zeros((n, steps), dtype=np.int64)
+        self.finished = np.zeros(n, dtype=bool)
+        self.last = np.zeros(n, dtype=np.int64)  # the last receive, once finished
+        self.handed = np.zeros(n, dtype=bool)  # handed back to the system layer
+        self.on_done: list[Callable[[int], None] | None] = [None] * n
+        self.left = n  # ranks not yet handed back
+
+
+class RingFlows:
+    """Every batched ring phase of a run on a topology file (see the module's doc)."""
+
+    def __init__(self, path: Callable[[int, int], tuple], schedule: Callable[..., None], now: Callable[[], int],
+                 npus: int) -> None:
+        self._path = path
+        self._npus = npus
+        self._schedule = schedule
+        self._now = now
+        self._fids: dict[tuple[int, int], int] = {}
+        self._routes: list[tuple] = []
+        self._users: dict[int, set[int]] = {}  # link → flows that use it
+        self._shared: set[int] = set()
+        self._sizes: set[int] = set()
+        # private links: one slot each, their state as arrays
+        self._slot_of: dict[int, int] = {}
+        self._plinks: list[Any] = []
+        self._lead: np.ndarray = np.zeros(0, dtype=np.intp)  # hops before a flow's first shared link
+        self._rlen: np.ndarray = np.zeros(0, dtype=np.intp)
+        self._slot: np.ndarray = np.zeros((0, 0), dtype=np.intp)  # [flow, hop] → private slot
+        self._free = self._last_in = self._peak = np.zeros(0, dtype=np.int64)
+        self._recent = np.zeros((0, DEPTH - 1), dtype=np.int64)
+        self._rpos = np.zeros(0, dtype=np.intp)
+        self._rdel: dict[tuple[int, int], tuple] = {}  # (flow, size) → _record
+        self._served: dict[Any, tuple[int, int]] = {}  # shared link → the last (arrival, input) it served
+        self._phases: list[_Phase] = []
+        self._heap: list[tuple] = []
+        self._seq = 0
+        self._look = FOREVER
+        self._to_shared = FOREVER
+        self._to_end = FOREVER
+        self._endpoint_min = FOREVER
+        self._held: dict[int, int] = {}  # rank → its phases not yet handed back
+        self._pump_at: int | None = None
+        self._resume_at: int | None = None
+        self.messages = 0
+
+    # -- phases -------------------------------------------------------------------------
+    def phase(self, ids: Sequence[int], pred: Sequence[int], steps: int, size: int, endpoint: int,
+              extra: Sequence[int]) -> _Phase:
+        """A new phase of the ring ``ids`` (ranks in ring order; index i receives from pred(i))."""
+        known = (len(self._routes), len(self._shared), len(self._sizes))
+        fids = np.asarray([self._flow(ids[p], ids[i]) for i, p in enumerate(pred)], dtype=np.intp)
+        self._sizes.add(size)
+        ph = _Phase(ids, pred, steps, size, endpoint, extra, fids)
+        self._phases.append(ph)
+        least = min([endpoint] + [int(x) for x in ph.extra[2:steps + 1]])
+        self._endpoint_min = min(self._endpoint_min, least)
+        if known != (len(self._routes), len(self._shared), len(self._sizes)):  # new flows, links or sizes
+            self._layout()
+            self._bounds()
+        self._look = FOREVER if self._to_end == FOREVER else self._to_end + self._endpoint_min + self._to_shared
+        if self._shared and self._look < 1:
+            raise FastPathConflict("shared links with no lookahead: the batched phases cannot order them")
+        return ph
+
+    def join(self, ph: _Phase, index: int, on_done: Callable[[int], None]) -> None:
+        """Ring index ``index`` of ``ph`` starts now; ``on_done(last receive)`` runs then."""
+        rank = ph.ids[index]
+        held = self._held.get(rank, 0)
+        self._held[rank] = held + 1
+        ph.joined[index] = True
+        ph.t_last[index] = self._now() + ph.endpoint
+        ph.on_done[index] = on_done
+        now = self._now()
+        if self._pump_at != now:  # once per tick, after every rank of the tick joined
+            self._pump_at = now
+            self._schedule(0, self._pump)
+
+    # -- flows and links ----------------------------------------------------------------
+    def _flow(self, src: int, dst: int) -> int:
+        fid = self._fids.get((src, dst))
+        if fid is None:
+            fid = self._fids[(src, dst)] = len(self._routes)
+            route = self._path(src, dst)
+            self._routes.append(route)
+            for link in route:
+                if link.arrivals:
+                    raise FastPathConflict(f"link {link.src}->{link.dst} is deciding arrivals as a batched ring phase starts")
+                link.claim_until = FOREVER
+                users = self._users.setdefault(id(link), set())
+                users.add(fid)
+                if len(users) > 1 and id(link) not in self._shared:
+                    self._share(link)
+        return fid
+
+    def _share(self, link: Any) -> None:
+        """A second flow onto a link: from now on it serves messages in arrival order (the heap).
+        What it served alone goes back into the Link; a message that reaches it no later than
+        the last of those is a conflict (its place among them is not known)."""
+        s = self._slot_of.pop(id(link), None)
+        if s is not None and self._last_in[s] >= 0:
+            self._write_back(s, link)
+            self._last_in[s] = -1  # the slot is no one's now
+        if link.last_arrival >= 0:
+            self._served[link] = (link.last_arrival, FOREVER)
+        self._shared.add(id(link))
+
+    def _write_back(self, j: int, link: Any) -> None:
+        link.free_at = int(self._free[j])
+        link.last_arrival = int(self._last_in[j])
+        link.waiting = deque(sorted(int(s) for s in self._recent[j] if s > link.last_arrival))
+        link.peak_pending = max(link.peak_pending, int(self._peak[j]))
+
+    def _layout(self) -> None:
+        """Slots for private links (state kept), each flow's private lead hops."""
+        routes = self._routes
+        lead, rlen = [], []
+        for r in routes:
+            h = 0
+            while h < len(r) and id(r[h]) not in self._shared:
+                h += 1
+            lead.append(h)
+            rlen.append(len(r))
+        # a link behind a flow's first shared link is run one message at a time, on its Link
+        for f, r in enumerate(routes):
+            for link in r[lead[f]:]:
+                j = self._slot_of.pop(id(link), None)
+                if j is not None and self._last_in[j] >= 0:
+                    self._write_back(j, link)
+                    self._last_in[j] = -1  # the slot is no one's now
+        hops = max(lead, default=0)
+        slot = np.full((len(routes), max(hops, 1)), -1, dtype=np.intp)
+        grow = []
+        for f, r in enumerate(routes):
+            for h in range(lead[f]):
+                link = r[h]
+                s = self._slot_of.get(id(link))
+                if s is None:
+                    s = self._slot_of[id(link)] = len(self._plinks)
+                    self._plinks.append(link)
+                    grow.append(link)
+                slot[f, h] = s
+        self._lead = np.asarray(lead, dtype=np.intp)
+        self._rlen = np.asarray(rlen, dtype=np.intp)
+        self._marks = [tuple(id(link) in self._shared for link in r) for r in routes]  # shared hops
+        self._rdel = {}
+        # messages waiting in the heap go on with the new marks (a link behind them may be shared now)
+        self._heap = [(*e[:8], self._record(e[8][3], e[8][4])) for e in self._heap]
+        heapq.heapify(self._heap)
+        self._slot = slot
+        if grow:
+            def cat(a: np.ndarray, b: list) -> np.ndarray:
+                return np.concatenate([a, np.asarray(b, dtype=a.dtype)])
+            self._free = cat(self._free, [link.free_at for link in grow])
+            self._last_in = cat(self._last_in, [link.last_arrival for link in grow])
+            self._peak = cat(self._peak, [link.peak_pending for link in grow])
+            rec = np.full((len(grow), DEPTH - 1), -1, dtype=np.int64)
+            for j, link in enumerate(grow):
+                w = list(link.waiting)[-(DEPTH - 1):]
+                rec[j, :len(w)] = w
+            self._recent = np.concatenate([self._recent, rec])
+            self._rpos = np.concatenate([self._rpos, np.zeros(len(grow), dtype=np.intp)])
+        self._lat = np.asarray([link.latency_ns for link in self._plinks], dtype=np.float64)
+        self._prof: dict[int, tuple] = {}  # per message size: each flow's lead hops with no queue
+        self._d: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for size in self._sizes:
+            d = np.asarray([_delays(link, size) for link in self._plinks], dtype=np.int64).reshape(-1, 3)
+            self._d[size] = (d[:, 0].copy(), d[:, 1].copy(), d[:, 2].copy())
+
+    def _bounds(self) -> None:
+        """The least times from a send to a shared link and from a shared link to a flow's end."""
+        to_shared = to_end = FOREVER
+        for size in self._sizes:
+            for r in self._routes:
+                s = 0
+                for link in r:
+                    if id(link) in self._shared:
+                        to_shared = min(to_shared, s)
+                        break
+                    s += _delays(link, size)[0]
+                s = 0
+                for link in reversed(r):
+                    s += _delays(link, size)[0]
+                    if id(link) in self._shared:
+                        to_end = min(to_end, s)
+        self._to_shared, self._to_end = to_shared, to_end
+
+    # -- running ------------------------------------------------------------------------
+    def _pump(self) -> None:
+        """Advance every phase as far as is safe now."""
+        self._pump_at = None
+        now = self._now()
+        heap = self._heap
+        while True:
+            ready = []
+            tmin = FOREVER
+            for ph in self._phases:
+                if ph.left == 0:
+                    continue
+                idx = np.flatnonzero(ph.joined & (ph.sent < ph.steps) & (ph.got >= ph.sent))
+                if not len(idx):
+                    continue
+                k = ph.sent[idx]  # messages sent so far; this one is k + 1
+                later = k > 0
+                if later.any():
+                    j = idx[later]
+                    kk = k[later]
+                    ph.t_last[j] = np.maximum(ph.arr[j, kk - 1], ph.t_last[j]) + ph.extra[kk + 1]
+                times = ph.t_last[idx]
+                tmin = min(tmin, int(times.min()))
+                ready.append((ph, idx, k + 1, times))
+            served = 0
+            if heap:
+                horizon = min(heap[0][0] + self._look, tmin + self._to_shared if tmin < FOREVER else FOREVER)
+                soonest = now + self._endpoint_min + self._to_shared
+                if soonest < horizon:  # no rank yet to join a phase reaches a shared link sooner than this
+                    horizon = min(horizon, max(soonest, self._joins_from(now) + self._endpoint_min + self._to_shared))
+                served = self._serve_until(horizon)
+            if not ready:
+                if served:
+                    continue  # what it delivered may let ranks send
+                break
+            for ph, idx, k, times in ready:
+                ph.sent[idx] = k
+                self._inject(ph, idx, k, times)
+        for ph in self._phases:
+            if ph.left:
+                self._hand_back(ph)
+        self._phases = [ph for ph in self._phases if ph.left or not ph.handed.all()]  # finished ones go
+        if heap:
+            # come back when the earliest waiting message can be served
+            at = max(now + 1, heap[0][0] - self._endpoint_min - self._to_shared + 1)
+            if self._resume_at is None or at < self._resume_at or self._resume_at <= now:
+                self._resume_at = at
+                self._schedule(at - now, self._resume, at)
+
+    def _resume(self, at: int) -> None:
+        if self._resume_at == at:
+            self._resume_at = None
+        self._pump()
+
+    def _hand_back(self, ph: _Phase) -> None:
+        idx = np.flatnonzero(ph.joined & ~ph.finished & (ph.sent == ph.steps) & (ph.got == ph.steps))
+        if not len(idx):
+            return
+        s = ph.steps
+        last = np.maximum(ph.arr[idx, s - 1], ph.t_last[idx])
+        now = self._now()
+        ph.finished[idx] = True
+        ph.last[idx] = last
+        ph.left -= len(idx)
+        for i, t in zip(idx.tolist(), last.tolist()):
+            if t < now:
+                raise FastPathConflict("a batched ring phase ended in the past")  # not reached: times >= now
+            self._schedule(t - now, self._done, ph, i, t)
+
+    def _done(self, ph: _Phase, i: int, t: int) -> None:
+        ph.handed[i] = True
+        rank = ph.ids[i]
+        held = self._held[rank] - 1
+        if held:
+            self._held[rank] = held
+        else:
+            del self._held[rank]
+        cb = ph.on_done[i]
+        ph.on_done[i] = None
+        cb(t)
+
+    def _joins_from(self, now: int) -> int:
+        """The earliest a rank can start another phase: now if some rank holds no phase, else
+        when the first one ends (no sooner than its latest send or its last receive): a rank runs
+        one phase at a time (what breaks this is caught as a conflict, see the module's doc)."""
+        if len(self._held) < self._npus:
+            return now
+        t = FOREVER
+        for ph in self._phases:
+            busy = np.flatnonzero(ph.joined & ~ph.finished)
+            if len(busy):  # its last send is no sooner than the sends still to come allow
+                k = np.maximum(ph.sent[busy], 1)
+                t = min(t, int((ph.t_last[busy] + ph.cum[ph.steps] - ph.cum[k]).min()))
+            waiting = ph.finished & ~ph.handed
+            if waiting.any():
+                t = min(t, int(ph.last[waiting].min()))
+        return max(t, now)
+
+    def _deliver(self, ph: _Phase, recv: np.ndarray, k: np.ndarray, t: np.ndarray) -> None:
+        if (ph.got[recv] != k - 1).any():
+            raise FastPathConflict("a batched ring phase's messages overtook each other")  # FIFO: not reached
+        ph.arr[recv, k - 1] = t
+        ph.got[recv] = k
+
+    def _inject(self, ph: _Phase, senders: np.ndarray, k: np.ndarray, times: np.ndarray) -> None:
+        """Messages k of ``senders``: their private hops as arrays, then into the heap at their
+        first shared link, or to their receivers."""
+        self.messages += len(senders)
+        if len(senders) <= SCALAR:
+            self._inject_few(ph, senders.tolist(), k.tolist(), times.tolist())
+            return
+        flows = ph.flow_out[senders]
+        recv = ph.succ[senders]
+        x = times.copy()
+        tail = np.zeros(len(flows), dtype=np.int64)
+        lead = self._lead[flows]
+        # most messages meet no queue on their private hops: then every hop is the send time plus
+        # the flow's own offsets, for all of them in a few array operations
+        S, E, X, T, SL, V = self._profile(ph.size)
+        sl = SL[flows]
+        starts = S[flows] + x[:, None]  # arrival (= start) at each lead hop; padding far ahead
+        queued = self._free[sl] > starts
+        if not queued.any():  # the common case: no row indexing at all
+            if (starts <= self._last_in[sl]).any():
+                # a message not after the link's last one: other traffic, or another phase's
+                # message that this order would put behind one computed first
+                raise FastPathConflict("batched ring messages reach a link out of order")
+            v = V[flows]
+            sv = sl[v]
+            self._free[sv] = (E[flows] + x[:, None])[v]
+            self._last_in[sv] = starts[v]
+            tail = T[flows] + x
+            x = X[flows] + x
+            self._finish_inject(ph, flows, recv, k, lead, x, tail)
+            return
+        fast = ~queued.any(axis=1)
+        rows = np.flatnonzero(fast)
+        if len(rows):
+            if (starts[rows] <= self._last_in[sl[rows]]).any():
+                raise FastPathConflict("batched ring messages reach a link out of order")
+            f = flows[rows]
+            v = V[f]
+            sv = sl[rows][v]
+            self._free[sv] = (E[f] + x[rows, None])[v]
+            self._last_in[sv] = starts[rows][v]
+            tail[rows] = T[f] + x[rows]
+            x[rows] = X[f] + x[rows]
+        slow = np.flatnonzero(~fast)
+        self._hops(ph, flows[slow], lead[slow], x, tail, slow)
+        self._finish_inject(ph, flows, recv, k, lead, x, tail)
+
+    def _profile(self, size: int) -> tuple:
+        """Per flow, with no queue on its lead (private) hops: each hop's start and end after the
+        send, where and when it leaves them (head, tail), its slots and which hops are real."""
+        prof = self._prof.get(size)
+        if prof is None:
+            nf, hops = self._slot.shape
+            d0, d1, d2 = self._d[size]
+            far = 1 << 60
+            S = np.full((nf, hops), far, dtype=np.int64)
+            E = np.zeros((nf, hops), dtype=np.int64)
+            X = np.zeros(nf, dtype=np.int64)
+            T = np.zeros(nf, dtype=np.int64)
+            SL = np.zeros((nf, hops), dtype=np.intp)
+            V = np.zeros((nf, hops), dtype=bool)
+            for f in range(nf):
+                x = tail = 0
+                for h in range(int(self._lead[f])):
+                    si = int(self._slot[f, h])
+                    end = max(x + int(d1[si]), tail + int(d2[si]))
+                    S[f, h], E[f, h], SL[f, h], V[f, h] = x, end, si, True
+                    head = x + int(d0[si])
+                    lt = int(end + float(self._lat[si]))
+                    x, tail = head, max(lt, head)
+                X[f], T[f] = x, tail
+            prof = self._prof[size] = (S, E, X, T, SL, V)
+        return prof
+
+    def _hops(self, ph: _Phase, flows: np.ndarray, lead: np.ndarray, x: np.ndarray, tail: np.ndarray,
+              rows: np.ndarray) -> None:
+        """The lead hops hop by hop, for messages that meet a queue (``rows`` of x and tail)."""
+        d0, d1, d2 = self._d[ph.size]
+        xr, tr = x[rows], tail[rows]
+        for h in range(self._slot.shape[1]):
+            sel = np.flatnonzero(lead > h)
+            if not len(sel):
+                break
+            s = self._slot[flows[sel], h]
+            xs = xr[sel]
+            if (xs <= self._last_in[s]).any():
+                raise FastPathConflict("batched ring messages reach a link out of order")
+            start = np.maximum(xs, self._free[s])
+            waited = np.flatnonzero(start > xs)
+            if len(waited):
+                # a queue formed: the messages still waiting when this one came, itself too; only
+                # messages that waited can still be waiting later, so only their starts are kept
+                sw, xw = s[waited], xs[waited]
+                depth = 1 + (self._recent[sw] > xw[:, None]).sum(axis=1)
+                if int(depth.max()) >= DEPTH:
+                    raise FastPathConflict("a link queue deeper than the batched phase tracks")
+                self._peak[sw] = np.maximum(self._peak[sw], depth)
+                pos = self._rpos[sw]
+                self._recent[sw, pos] = start[waited]
+                self._rpos[sw] = (pos + 1) % (DEPTH - 1)
+            self._last_in[s] = xs
+            end = np.maximum(start + d1[s], tr[sel] + d2[s])
+            self._free[s] = end
+            head = start + d0[s]
+            lt = (end + self._lat[s]).astype(np.int64)  # int(end + L): end >= 0
+            np.maximum(lt, head, out=lt)
+            xr[sel] = head
+            tr[sel] = lt
+        x[rows] = xr
+        tail[rows] = tr
+
+    def _finish_inject(self, ph: _Phase, flows: np.ndarray, recv: np.ndarray, k: np.ndarray, lead: np.ndarray,
+                       x: np.ndarray, tail: np.ndarray) -> None:
+        done = lead == self._rlen[flows]
+        if done.any():
+            self._deliver(ph, recv[done], k[done], tail[done])
+        if not done.all():
+            rest = np.flatnonzero(~done)
+            size = ph.size
+            records = self._rdel
+            served = self._served
+            heap = self._heap
+            push = heapq.heappush
+            for f, h, xj, tj, r, kj in zip(flows[rest].tolist(), lead[rest].tolist(), x[rest].tolist(),
+                                          tail[rest].tolist(), recv[rest].tolist(), k[rest].tolist()):
+                rec = records.get((f, size)) or self._record(f, size)
+                route = rec[0]
+                inp = route[h - 1].dim if h else -1
+                last = served.get(route[h])
+                if last is not None and (xj, inp) < last:
+                    raise FastPathConflict("a batched ring message reaches a shared link after later ones were served")
+                self._seq += 1
+                push(heap, (xj, inp, self._seq, h, tj, kj, r, ph, rec))
+
+    def _record(self, f: int, size: int) -> tuple:
+        """What the heap needs of flow f: its links, which are shared, and per hop d0, d1, d2, latency."""
+        rec = self._rdel.get((f, size))
+        if rec is None:
+            route = self._routes[f]
+            rec = self._rdel[(f, size)] = (route, self._marks[f],
+                                           [(*_delays(link, size), link.latency_ns) for link in route], f, size)
+        return rec
+
+    def _inject_few(self, ph: _Phase, senders: list[int], ks: list[int], times: list[int]) -> None:
+        """_inject for a few messages, one at a time (numpy's cost per call exceeds the work)."""
+        d0, d1, d2 = self._d[ph.size]
+        free, last_in, recent, rpos, peak, lat = (self._free, self._last_in, self._recent, self._rpos,
+                                                  self._peak, self._lat)
+        lead_of, rlen_of, slot = self._lead, self._rlen, self._slot
+        for r, k, x in zip(senders, ks, times):
+            f = int(ph.flow_out[r])
+            recv = int(ph.succ[r])
+            lead = int(lead_of[f])
+            tail = 0
+            for h in range(lead):
+                si = int(slot[f, h])
+                if x <= last_in[si]:
+                    raise FastPathConflict("batched ring messages reach a link out of order")
+                start = int(free[si])
+                if start > x:
+                    depth = 1 + int((recent[si] > x).sum())
+                    if depth >= DEPTH:
+                        raise FastPathConflict("a link queue deeper than the batched phase tracks")
+                    if depth > peak[si]:
+                        peak[si] = depth
+                    pos = int(rpos[si])
+                    recent[si, pos] = start
+                    rpos[si] = (pos + 1) % (DEPTH - 1)
+                else:
+                    start = x
+                last_in[si] = x
+                end = start + int(d1[si])
+                t2 = tail + int(d2[si])
+                if t2 > end:
+                    end = t2
+                free[si] = end
+                head = start + int(d0[si])
+                lt = int(end + float(lat[si]))
+                x = head
+                tail = lt if lt > head else head
+            if lead == rlen_of[f]:
+                if ph.got[recv] != k - 1:
+                    raise FastPathConflict("a batched ring phase's messages overtook each other")  # not reached
+                ph.arr[recv, k - 1] = tail
+                ph.got[recv] = k
+            else:
+                self._push(x, lead, tail, k, recv, ph, self._record(f, ph.size))
+
+    def _push(self, x: int, h: int, tail: int, k: int, recv: int, ph: _Phase, rec: tuple) -> None:
+        """A message reaches its flow's hop h, a shared link: it waits in the heap for its turn."""
+        route = rec[0]
+        link = route[h]
+        inp = route[h - 1].dim if h else -1
+        last = self._served.get(link)
+        if last is not None and (x, inp) < last:
+            raise FastPathConflict(f"a batched ring message reaches shared link {link.src}->{link.dst} after later ones were served")
+        self._seq += 1
+        heapq.heappush(self._heap, (x, inp, self._seq, h, tail, k, recv, ph, rec))
+
+    def _serve_until(self, horizon: int) -> int:
+        """Serve the messages waiting at shared links that arrived before ``horizon``, in time
+        order; how many. One message at a time: this and the private hops after it, up to the
+        next shared link or its receiver (the hot loop of a run with shared links)."""
+        count = 0
+        heap = self._heap
+        pop, push = heapq.heappop, heapq.heappush
+        served = self._served
+        while heap and heap[0][0] < horizon:
+            x, inp, _, h, tail, k, recv, ph, rec = pop(heap)
+            count += 1
+            route, mark, rd, _, _ = rec
+            end_hop = len(route)
+            while True:
+                link = route[h]
+                if mark[h]:
+                    served[link] = (x, inp)
+                if link.last_arrival > x:
+                    raise FastPathConflict("batched ring messages reach a link out of order")
+                d0, d1, d2, lat = rd[h]
+                start = link.free_at
+                if start > x:
+                    waiting = link.waiting
+                    while waiting and waiting[0] <= x:
+                        waiting.popleft()
+                    waiting.append(start)
+                    if len(waiting) > link.peak_pending:
+                        link.peak_pending = len(waiting)
+                else:
+                    start = x
+                end = start + d1
+                if tail + d2 > end:
+                    end = tail + d2
+                link.free_at = end
+                link.last_arrival = x
+                head = start + d0
+                lt = int(end + lat)
+                tail = lt if lt > head else head
+                x = head
+                inp = link.dim
+                h += 1
+                if h == end_hop:
+                    got = ph.got
+                    if got[recv] != k - 1:
+                        raise FastPathConflict("a batched ring phase's messages overtook each other")  # not reached
+                    ph.arr[recv, k - 1] = tail
+                    got[recv] = k
+                    break
+                if mark[h]:
+                    nxt = route[h]
+                    last = served.get(nxt)
+                    if last is not None and (x, inp) < last:
+                        raise FastPathConflict(f"a batched ring message reaches shared link {nxt.src}->{nxt.dst} "
+                                               "after later ones were served")
+                    self._seq += 1
+                    push(heap, (x, inp, self._seq, h, tail, k, recv, ph, rec))
+                    break
+        return count
+
+    # -- reporting ----------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write the private links' state back into their Link objects (for the statistics)."""
+        for j, link in enumerate(self._plinks):
+            if self._last_in[j] >= 0:
+                self._write_back(j, link)
+
+    def open_phases(self) -> list[str]:
+        return [f"batched ring phase of {ph.n} ranks: {int(ph.joined.sum())} joined, {ph.left} not finished"
+                for ph in self._phases if ph.left]
