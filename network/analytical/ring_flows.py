@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 DEPTH = 64
 #: messages sent at once that are advanced one at a time rather than as arrays
 SCALAR = 8
+#: _Phase.touched: look at every rank
+ALL = object()
 #: a claim no event-path message passes
 FOREVER = 1 << 62
 
@@ -71,7 +73,8 @@ class _Phase:
     """One ring phase: its ranks in ring order and their progress."""
 
     __slots__ = ("n", "ids", "steps", "size", "endpoint", "extra", "succ", "flow_in", "flow_out", "joined",
-                 "t_last", "sent", "got", "arr", "finished", "last", "handed", "on_done", "left", "cum")
+                 "t_last", "sent", "got", "arr", "finished", "last", "handed", "on_done", "left", "cum",
+                 "touched", "ending", "bnd")
 
     def __init__(self, ids: Sequence[int], pred: Sequence[int], steps: int, size: int, endpoint: int,
                  extra: Sequence[int], flow_in: np.ndarray) -> None:
@@ -99,6 +102,26 @@ class _Phase:
         self.handed = np.zeros(n, dtype=bool)  # handed back to the system layer
         self.on_done: list[Callable[[int], None] | None] = [None] * n
         self.left = n  # ranks not yet handed back
+        # ranks that something happened to that may let them send (a join, an arrival): a set of
+        # indices, ALL, or None
+        self.touched: set[int] | object | None = None
+        self.ending = False  # a rank may have its last message both out and in
+        # per rank, the earliest its phase can end (see RingFlows._joins_from); FOREVER: not joined or over
+        self.bnd = np.full(n, FOREVER, dtype=np.int64)
+
+    def touch(self, i: int) -> None:
+        t = self.touched
+        if t is None:
+            self.touched = {i}
+        elif t is not ALL:
+            t.add(i)  # type: ignore[union-attr]
+
+    def touch_many(self, idx: np.ndarray) -> None:
+        if len(idx) > SCALAR or self.touched is ALL:
+            self.touched = ALL
+        else:
+            for i in idx.tolist():
+                self.touch(i)
 
 
 class RingFlows:
@@ -134,6 +157,7 @@ class RingFlows:
         self._to_end = FOREVER
         self._endpoint_min = FOREVER
         self._held: dict[int, int] = {}  # rank → its phases not yet handed back
+        self._bound: tuple[int, int] | None = None  # _joins_from's minima while nothing has moved
         self._pump_at: int | None = None
         self._resume_at: int | None = None
         self.messages = 0
@@ -163,7 +187,10 @@ class RingFlows:
         held = self._held.get(rank, 0)
         self._held[rank] = held + 1
         ph.joined[index] = True
+        ph.touch(index)
+        self._bound = None
         ph.t_last[index] = self._now() + ph.endpoint
+        ph.bnd[index] = ph.t_last[index] + ph.cum[ph.steps] - ph.cum[1]
         ph.on_done[index] = on_done
         now = self._now()
         if self._pump_at != now:  # once per tick, after every rank of the tick joined
@@ -262,7 +289,9 @@ class RingFlows:
             self._d[size] = (d[:, 0].copy(), d[:, 1].copy(), d[:, 2].copy())
 
     def _bounds(self) -> None:
-        """The least times from a send to a shared link and from a shared link to a flow's end."""
+        """The least times from a send to a shared link (the head's hops) and from a message's
+        arrival at a shared link to its arrival at the flow's end: the head's hops, then on the
+        last link the whole message, ``end >= start + int(S/B)`` and the tail ``int(end + L)``."""
         to_shared = to_end = FOREVER
         for size in self._sizes:
             for r in self._routes:
@@ -272,8 +301,11 @@ class RingFlows:
                         to_shared = min(to_shared, s)
                         break
                     s += _delays(link, size)[0]
-                s = 0
-                for link in reversed(r):
+                last = r[-1]
+                s = _delays(last, size)[1] + int(last.latency_ns)
+                if id(last) in self._shared:
+                    to_end = min(to_end, s)
+                for link in reversed(r[:-1]):
                     s += _delays(link, size)[0]
                     if id(link) in self._shared:
                         to_end = min(to_end, s)
@@ -289,7 +321,16 @@ class RingFlows:
             ready = []
             tmin = FOREVER
             for ph in self._phases:
-                if ph.left == 0:
+                touched = ph.touched
+                if touched is None:
+                    continue
+                ph.touched = None
+                self._hand_back(ph)  # ranks whose last receive is known: their end bounds the horizon
+                if touched is not ALL and len(touched) <= SCALAR:  # type: ignore[arg-type]
+                    few = self._ready_few(ph, touched)  # type: ignore[arg-type]
+                    if few:
+                        tmin = min(tmin, min(few[2]))
+                        ready.append((ph, *few))
                     continue
                 idx = np.flatnonzero(ph.joined & (ph.sent < ph.steps) & (ph.got >= ph.sent))
                 if not len(idx):
@@ -303,20 +344,34 @@ class RingFlows:
                 times = ph.t_last[idx]
                 tmin = min(tmin, int(times.min()))
                 ready.append((ph, idx, k + 1, times))
+            if ready:
+                self._bound = None  # their sends move the earliest a rank can start a phase
             served = 0
             if heap:
                 horizon = min(heap[0][0] + self._look, tmin + self._to_shared if tmin < FOREVER else FOREVER)
                 soonest = now + self._endpoint_min + self._to_shared
                 if soonest < horizon:  # no rank yet to join a phase reaches a shared link sooner than this
-                    horizon = min(horizon, max(soonest, self._joins_from(now) + self._endpoint_min + self._to_shared))
+                    pending = min(heap[0][0], tmin)
+                    horizon = min(horizon, max(soonest, self._joins_from(now, pending) + self._endpoint_min
+                                               + self._to_shared))
                 served = self._serve_until(horizon)
             if not ready:
                 if served:
                     continue  # what it delivered may let ranks send
                 break
             for ph, idx, k, times in ready:
+                if isinstance(idx, list):
+                    self._send_few(ph, idx, k, times)
+                    continue
                 ph.sent[idx] = k
+                # the earliest this phase can end on them: their sends still to come
+                ph.bnd[idx] = times + ph.cum[ph.steps] - ph.cum[k]
+                if int(k.max()) == ph.steps:
+                    ph.ending = True
                 self._inject(ph, idx, k, times)
+                again = idx[ph.got[idx] >= k]  # arrivals already there for their next message
+                if len(again):
+                    ph.touch_many(again)
         for ph in self._phases:
             if ph.left:
                 self._hand_back(ph)
@@ -333,7 +388,44 @@ class RingFlows:
             self._resume_at = None
         self._pump()
 
+    def _ready_few(self, ph: _Phase, touched: set[int]) -> tuple[list[int], list[int], list[int]] | None:
+        """Of a few touched ranks, those that can send their next message: (ranks, message
+        numbers, send times), one at a time (numpy's cost per call exceeds the work)."""
+        ranks, ks, times = [], [], []
+        steps = ph.steps
+        sent, got, t_last, arr, extra = ph.sent, ph.got, ph.t_last, ph.arr, ph.extra
+        for i in sorted(touched):
+            k = int(sent[i])
+            if not ph.joined[i] or k >= steps or int(got[i]) < k:
+                continue
+            t = int(t_last[i])
+            if k:
+                a = int(arr[i, k - 1])
+                t = (a if a > t else t) + int(extra[k + 1])
+                t_last[i] = t
+            ranks.append(i)
+            ks.append(k + 1)
+            times.append(t)
+        return (ranks, ks, times) if ranks else None
+
+    def _send_few(self, ph: _Phase, ranks: list[int], ks: list[int], times: list[int]) -> None:
+        sent, got, bnd, cum, steps = ph.sent, ph.got, ph.bnd, ph.cum, ph.steps
+        last = int(cum[steps])
+        for i, k, t in zip(ranks, ks, times):
+            sent[i] = k
+            bnd[i] = t + last - int(cum[k])
+            if k == steps:
+                ph.ending = True
+        self.messages += len(ranks)
+        self._inject_few(ph, ranks, ks, times)
+        for i, k in zip(ranks, ks):
+            if int(got[i]) >= k:
+                ph.touch(i)
+
     def _hand_back(self, ph: _Phase) -> None:
+        if not ph.ending:
+            return
+        ph.ending = False
         idx = np.flatnonzero(ph.joined & ~ph.finished & (ph.sent == ph.steps) & (ph.got == ph.steps))
         if not len(idx):
             return
@@ -342,6 +434,8 @@ class RingFlows:
         now = self._now()
         ph.finished[idx] = True
         ph.last[idx] = last
+        ph.bnd[idx] = FOREVER
+        self._bound = None
         ph.left -= len(idx)
         for i, t in zip(idx.tolist(), last.tolist()):
             if t < now:
@@ -350,6 +444,7 @@ class RingFlows:
 
     def _done(self, ph: _Phase, i: int, t: int) -> None:
         ph.handed[i] = True
+        self._bound = None
         rank = ph.ids[i]
         held = self._held[rank] - 1
         if held:
@@ -360,28 +455,36 @@ class RingFlows:
         ph.on_done[i] = None
         cb(t)
 
-    def _joins_from(self, now: int) -> int:
+    def _joins_from(self, now: int, pending: int) -> int:
         """The earliest a rank can start another phase: now if some rank holds no phase, else
-        when the first one ends (no sooner than its latest send or its last receive): a rank runs
-        one phase at a time (what breaks this is caught as a conflict, see the module's doc)."""
+        when the first one ends (a rank runs one phase at a time; what breaks this is caught as a
+        conflict, see the module's doc). A phase not yet over on a rank ends no sooner than its
+        sends still to come allow, nor before ``pending``, the earliest that anything not yet
+        computed happens (a message waiting in the heap, a send about to be made): its end is
+        not computed yet."""
         if len(self._held) < self._npus:
             return now
-        t = FOREVER
-        for ph in self._phases:
-            busy = np.flatnonzero(ph.joined & ~ph.finished)
-            if len(busy):  # its last send is no sooner than the sends still to come allow
-                k = np.maximum(ph.sent[busy], 1)
-                t = min(t, int((ph.t_last[busy] + ph.cum[ph.steps] - ph.cum[k]).min()))
-            waiting = ph.finished & ~ph.handed
-            if waiting.any():
-                t = min(t, int(ph.last[waiting].min()))
-        return max(t, now)
+        if self._bound is None:
+            busy_t = done_t = FOREVER
+            for ph in self._phases:
+                if ph.left:
+                    busy_t = min(busy_t, int(ph.bnd.min()))
+                if ph.left < ph.n and not ph.handed.all():
+                    waiting = ph.finished & ~ph.handed
+                    if waiting.any():
+                        done_t = min(done_t, int(ph.last[waiting].min()))
+            self._bound = (busy_t, done_t)
+        busy_t, done_t = self._bound
+        return max(min(done_t, max(busy_t, pending)), now)
 
     def _deliver(self, ph: _Phase, recv: np.ndarray, k: np.ndarray, t: np.ndarray) -> None:
         if (ph.got[recv] != k - 1).any():
             raise FastPathConflict("a batched ring phase's messages overtook each other")  # FIFO: not reached
         ph.arr[recv, k - 1] = t
         ph.got[recv] = k
+        ph.touch_many(recv)
+        if int(k.max()) == ph.steps:
+            ph.ending = True
 
     def _inject(self, ph: _Phase, senders: np.ndarray, k: np.ndarray, times: np.ndarray) -> None:
         """Messages k of ``senders``: their private hops as arrays, then into the heap at their
@@ -568,6 +671,9 @@ class RingFlows:
                     raise FastPathConflict("a batched ring phase's messages overtook each other")  # not reached
                 ph.arr[recv, k - 1] = tail
                 ph.got[recv] = k
+                ph.touch(recv)
+                if k == ph.steps:
+                    ph.ending = True
             else:
                 self._push(x, lead, tail, k, recv, ph, self._record(f, ph.size))
 
@@ -629,6 +735,9 @@ class RingFlows:
                         raise FastPathConflict("a batched ring phase's messages overtook each other")  # not reached
                     ph.arr[recv, k - 1] = tail
                     got[recv] = k
+                    ph.touch(recv)
+                    if k == ph.steps:
+                        ph.ending = True
                     break
                 if mark[h]:
                     nxt = route[h]
