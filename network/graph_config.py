@@ -44,6 +44,10 @@ def graph_topology(data: dict[str, Any], path: str | os.PathLike | None) -> Grap
         from network.topology_gen import generate
 
         graph = generate(data["topology-generator"], None if path is None else str(path))
+        if path is not None and graph.path is None:  # errors found later (routes) name the YAML
+            import dataclasses
+
+            graph = dataclasses.replace(graph, path=str(path))
     dims = None
     if "npus_count" in data:
         raw = data["npus_count"]

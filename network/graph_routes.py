@@ -26,6 +26,7 @@ search per leaf, not per NPU.
 """
 from __future__ import annotations
 
+from network.errors import NetworkConfigError
 from network.graph import PhysicalGraph
 
 _MASK = (1 << 64) - 1
@@ -82,7 +83,12 @@ class RouteTable:
         u = s
         left = dist(u)
         if left < 0:
-            raise ValueError(f"rank {dst} cannot be reached from rank {src}")
+            # the topology's fault, not the workload's: the file (or generator) joins them by no
+            # path through switches, and the run needs one
+            raise NetworkConfigError(self.graph.path, "topology", (
+                f"rank {src} cannot reach rank {dst}, which the workload sends to: no path joins them "
+                f"through switches{' (NPUs forward no traffic here)' if not self._npus_forward else ''}; "
+                "a rail-optimized cluster needs spines for traffic between rails of different servers"))
         switches, nv = self._switches, self._nvswitches
         while u != d:
             left -= 1

@@ -112,3 +112,56 @@ def test_same_tick_arrivals_are_served_by_input_link_not_by_event_order(tmp_path
         results.append(got)
     assert results[0] == results[1]
     assert results[0][0] < results[0][1]  # input link 0 -> 3 is served before 1 -> 3
+
+
+def _random_case(seed: int, d: Path) -> tuple[Path, Path, Path, Path | None]:
+    """A random ring workload on a generated fat-tree or rail-optimized cluster: groups, compute,
+    sizes, chunks, policies, endpoint times and packet sizes (the random check in
+    docs/network-backends.md ran this generator on many more seeds)."""
+    import random
+
+    rng = random.Random(seed)
+    if rng.random() < 0.5:
+        leaves, per = rng.choice([2, 3, 4]), rng.choice([2, 4, 8])
+        gen = {"shape": "fat-tree", "leaves": leaves, "npus-per-leaf": per, "oversubscription": rng.choice([1, 2, 4]),
+               "bandwidth": rng.choice(["400Gbps", "100Gbps"]), "latency": rng.choice(["0.0005ms", "0.000123ms"])}
+        npus = leaves * per
+    else:
+        servers, gps = rng.choice([2, 3, 4]), rng.choice([2, 4, 8])
+        gen = {"shape": "rail-optimized", "servers": servers, "gpus-per-server": gps, "spines": rng.choice([1, 2, 3]),
+               "spine-bandwidth": rng.choice(["400Gbps", "100Gbps"])}
+        npus = servers * gps
+    extra = {"congestion_aware": {"packet_bytes": rng.choice([512, 4096, 1 << 30])}} if rng.random() < 0.3 else {}
+    net = _net(d, gen, **extra)
+    groups = None
+    if rng.random() < 0.4 and npus >= 4:
+        k = rng.choice([g for g in (2, 4) if npus % g == 0])
+        perm = list(range(npus))
+        rng.shuffle(perm)
+        groups = {str(i + 1): sorted(perm[i * k:(i + 1) * k]) for i in range(npus // k)}
+        (d / "groups.json").write_text(json.dumps(groups))
+    plan = [(rng.choice(["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER"]), rng.choice([1 << 10, 1 << 16, 1 << 20, 12345]),
+             rng.random() < 0.5) for _ in range(rng.randint(1, 3))]
+    for r in range(npus):
+        b = GraphBuilder()
+        prev: list[int] = []
+        for i, (ct, size, on_group) in enumerate(plan):
+            prev = [b.comp(f"c{i}", 1000 * rng.randint(0, 20), prev)]
+            pg = next(g for g, m in groups.items() if r in m) if on_group and groups else None
+            prev = [b.collective(f"x{i}", ct, size, prev, pg_name=pg)]
+        b.write(d / "w", r)
+    sys = _system(d, splits=rng.choice([1, 2, 4, 8]), policy=rng.choice(["LIFO", "FIFO"]),
+                  endpoint=rng.choice([10, 1, 100]))
+    return d / "w", net, sys, (d / "groups.json") if groups else None
+
+
+def test_random_ring_workloads_on_generated_clusters(tmp_path):
+    batched = 0
+    for seed in range(8):
+        d = tmp_path / str(seed)
+        d.mkdir()
+        w, net, sys, groups = _random_case(seed, d)
+        fast, plain = _both(w, net, sys, comm_groups=groups)
+        assert fast.finish_ns == plain.finish_ns, seed
+        batched += fast.inputs["shortcut"] == "batched"
+    assert batched >= 5  # the sample exercises the batched phases, not only their fallback

@@ -261,3 +261,18 @@ def test_ring_phases_on_a_topology_file_batch_on_the_unaware_backend(tmp_path, c
     a, b = build_report(fast)["network"], build_report(slow)["network"]
     assert a["link_classes"] == b["link_classes"] and a["bytes_per_dim"] == b["bytes_per_dim"]
     assert fast.events * 10 < slow.events
+
+
+@pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
+def test_a_pair_the_topology_cannot_join_is_exit_2_naming_the_file(tmp_path, backend):
+    """A rail-optimized cluster without spines joins rails only inside a server: a ring that
+    crosses servers between rails has no path. That is the network file's fault: exit 2, with
+    the file and the pair, not an internal error."""
+    from workload.builder import write_collective_microbenchmark
+
+    w = write_collective_microbenchmark(tmp_path / "w", 8, "ALL_REDUCE", 1 << 20, shared=True)
+    (tmp_path / "n.yml").write_text("topology-generator: {shape: rail-optimized, servers: 2, gpus-per-server: 4}\n"
+                                    "npus_count: [8]\n")
+    r = run_cli("--workload", w, "--network", str(tmp_path / "n.yml"), "--backend", backend)
+    assert r.returncode == 2, r.stderr
+    assert str(tmp_path / "n.yml") in r.stderr and "cannot reach rank" in r.stderr and "Traceback" not in r.stderr
