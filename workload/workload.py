@@ -364,6 +364,9 @@ class Workload:
         if not self._ongoing and not any(self._in_flight) and not any(self._free_k):
             self.is_finished = True
             self.finish_time = self._now()
+            batcher = self.sys.ring_batcher
+            if batcher is not None:  # it starts no ring phase any more (ring_batch.py)
+                batcher.retired(self.rank)
 
     # -- stuck report ----------------------------------------------------------------------
     def stuck_lines(self, limit: int = 8) -> list[str]:

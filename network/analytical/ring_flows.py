@@ -148,6 +148,7 @@ class RingFlows:
         self._recent = np.zeros((0, DEPTH - 1), dtype=np.int64)
         self._rpos = np.zeros(0, dtype=np.intp)
         self._rdel: dict[tuple[int, int], tuple] = {}  # (flow, size) → _record
+        self._reach_cache: dict[int, tuple[tuple, np.ndarray]] = {}
         self._served: dict[Any, tuple[int, int]] = {}  # shared link → the last (arrival, input) it served
         self._phases: list[_Phase] = []
         self._heap: list[tuple] = []
@@ -157,6 +158,7 @@ class RingFlows:
         self._to_end = FOREVER
         self._endpoint_min = FOREVER
         self._held: dict[int, int] = {}  # rank → its phases not yet handed back
+        self._retired: set[int] = set()  # ranks whose workload is over
         self._bound: tuple[int, int] | None = None  # _joins_from's minima while nothing has moved
         self._pump_at: int | None = None
         self._resume_at: int | None = None
@@ -184,6 +186,8 @@ class RingFlows:
     def join(self, ph: _Phase, index: int, on_done: Callable[[int], None]) -> None:
         """Ring index ``index`` of ``ph`` starts now; ``on_done(last receive)`` runs then."""
         rank = ph.ids[index]
+        if rank in self._retired:
+            raise FastPathConflict(f"rank {rank} starts a ring phase after its workload ended")  # not reached
         held = self._held.get(rank, 0)
         self._held[rank] = held + 1
         ph.joined[index] = True
@@ -288,6 +292,29 @@ class RingFlows:
             d = np.asarray([_delays(link, size) for link in self._plinks], dtype=np.int64).reshape(-1, 3)
             self._d[size] = (d[:, 0].copy(), d[:, 1].copy(), d[:, 2].copy())
 
+    def _reach(self, size: int) -> np.ndarray:
+        """Per flow, the least time from a send to what it can bring to a shared link: the head's
+        hops to the flow's first shared link; on a flow with none, its whole trip to the receiver,
+        the least endpoint time, and the least time from the receiver's next send to a shared link."""
+        key = (size, self._endpoint_min, self._to_shared, len(self._routes), len(self._shared))
+        got = self._reach_cache.get(size)
+        if got is not None and got[0] == key:
+            return got[1]
+        out = np.empty(len(self._routes), dtype=np.int64)
+        for f, r in enumerate(self._routes):
+            s = 0
+            for link in r:
+                if id(link) in self._shared:
+                    break
+                s += _delays(link, size)[0]
+            else:
+                last = r[-1]
+                s = (s - _delays(last, size)[0] + _delays(last, size)[1] + int(last.latency_ns)
+                     + min(self._endpoint_min, FOREVER) + self._to_shared)
+            out[f] = min(s, FOREVER)
+        self._reach_cache[size] = (key, out)
+        return out
+
     def _bounds(self) -> None:
         """The least times from a send to a shared link (the head's hops) and from a message's
         arrival at a shared link to its arrival at the flow's end: the head's hops, then on the
@@ -319,7 +346,7 @@ class RingFlows:
         heap = self._heap
         while True:
             ready = []
-            tmin = FOREVER
+            tmin = treach = FOREVER  # the ready ranks' earliest send, and earliest reach of a shared link
             for ph in self._phases:
                 touched = ph.touched
                 if touched is None:
@@ -330,6 +357,9 @@ class RingFlows:
                     few = self._ready_few(ph, touched)  # type: ignore[arg-type]
                     if few:
                         tmin = min(tmin, min(few[2]))
+                        reach = self._reach(ph.size)
+                        flows = ph.flow_out
+                        treach = min(treach, min(t + int(reach[flows[i]]) for i, t in zip(few[0], few[2])))
                         ready.append((ph, *few))
                     continue
                 idx = np.flatnonzero(ph.joined & (ph.sent < ph.steps) & (ph.got >= ph.sent))
@@ -343,12 +373,13 @@ class RingFlows:
                     ph.t_last[j] = np.maximum(ph.arr[j, kk - 1], ph.t_last[j]) + ph.extra[kk + 1]
                 times = ph.t_last[idx]
                 tmin = min(tmin, int(times.min()))
+                treach = min(treach, int((times + self._reach(ph.size)[ph.flow_out[idx]]).min()))
                 ready.append((ph, idx, k + 1, times))
             if ready:
                 self._bound = None  # their sends move the earliest a rank can start a phase
             served = 0
             if heap:
-                horizon = min(heap[0][0] + self._look, tmin + self._to_shared if tmin < FOREVER else FOREVER)
+                horizon = min(heap[0][0] + self._look, treach)
                 soonest = now + self._endpoint_min + self._to_shared
                 if soonest < horizon:  # no rank yet to join a phase reaches a shared link sooner than this
                     pending = min(heap[0][0], tmin)
@@ -455,6 +486,11 @@ class RingFlows:
         ph.on_done[i] = None
         cb(t)
 
+    def retire(self, rank: int) -> None:
+        """``rank`` will start no phase any more (its workload is over)."""
+        self._retired.add(rank)
+        self._bound = None
+
     def _joins_from(self, now: int, pending: int) -> int:
         """The earliest a rank can start another phase: now if some rank holds no phase, else
         when the first one ends (a rank runs one phase at a time; what breaks this is caught as a
@@ -462,7 +498,7 @@ class RingFlows:
         sends still to come allow, nor before ``pending``, the earliest that anything not yet
         computed happens (a message waiting in the heap, a send about to be made): its end is
         not computed yet."""
-        if len(self._held) < self._npus:
+        if len(self._held) + len(self._retired) < self._npus:  # a rank is free to start one now
             return now
         if self._bound is None:
             busy_t = done_t = FOREVER

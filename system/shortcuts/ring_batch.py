@@ -229,6 +229,11 @@ class RingBatcher:
             shape = self._shapes[k] = (ids, pred, [(ids[pred[i]], ids[i]) for i in range(n)])
         return shape
 
+    def retired(self, rank: int) -> None:
+        """Rank ``rank``'s workload is over: it starts no ring phase any more."""
+        if self._rings is not None:
+            self._rings.retire(rank)
+
     def exited(self, algo: "Ring") -> None:
         g = algo._batch_group
         algo._batch_group = None
