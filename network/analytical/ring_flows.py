@@ -156,6 +156,7 @@ class RingFlows:
         self._look = FOREVER
         self._to_shared = FOREVER
         self._to_end = FOREVER
+        self._to_arrive = FOREVER  # the least time from a waiting message or a send to a rank
         self._endpoint_min = FOREVER
         self._held: dict[int, int] = {}  # rank → its phases not yet handed back
         self._retired: set[int] = set()  # ranks whose workload is over
@@ -336,7 +337,14 @@ class RingFlows:
                     s += _delays(link, size)[0]
                     if id(link) in self._shared:
                         to_end = min(to_end, s)
+        whole = FOREVER  # a message's trip from its send to the flow's end
+        for size in self._sizes:
+            for r in self._routes:
+                last = r[-1]
+                whole = min(whole, sum(_delays(link, size)[0] for link in r[:-1]) + _delays(last, size)[1]
+                            + int(last.latency_ns))
         self._to_shared, self._to_end = to_shared, to_end
+        self._to_arrive = min(to_end, whole)
 
     # -- running ------------------------------------------------------------------------
     def _pump(self) -> None:
@@ -501,17 +509,25 @@ class RingFlows:
         if len(self._held) + len(self._retired) < self._npus:  # a rank is free to start one now
             return now
         if self._bound is None:
-            busy_t = done_t = FOREVER
+            full_t = part_t = done_t = FOREVER
             for ph in self._phases:
                 if ph.left:
-                    busy_t = min(busy_t, int(ph.bnd.min()))
+                    busy = ph.bnd < FOREVER
+                    has_all = ph.got == ph.steps
+                    b = ph.bnd[busy & has_all]
+                    if len(b):
+                        full_t = min(full_t, int(b.min()))
+                    b = ph.bnd[busy & ~has_all]
+                    if len(b):
+                        part_t = min(part_t, int(b.min()))
                 if ph.left < ph.n and not ph.handed.all():
                     waiting = ph.finished & ~ph.handed
                     if waiting.any():
                         done_t = min(done_t, int(ph.last[waiting].min()))
-            self._bound = (busy_t, done_t)
-        busy_t, done_t = self._bound
-        return max(min(done_t, max(busy_t, pending)), now)
+            self._bound = (full_t, part_t, done_t)
+        full_t, part_t, done_t = self._bound
+        # a rank still waiting for a message ends no sooner than that message can arrive
+        return max(min(done_t, full_t, max(part_t, pending + self._to_arrive)), now)
 
     def _deliver(self, ph: _Phase, recv: np.ndarray, k: np.ndarray, t: np.ndarray) -> None:
         if (ph.got[recv] != k - 1).any():
@@ -519,6 +535,7 @@ class RingFlows:
         ph.arr[recv, k - 1] = t
         ph.got[recv] = k
         ph.touch_many(recv)
+        self._bound = None
         if int(k.max()) == ph.steps:
             ph.ending = True
 
@@ -708,6 +725,7 @@ class RingFlows:
                 ph.arr[recv, k - 1] = tail
                 ph.got[recv] = k
                 ph.touch(recv)
+                self._bound = None
                 if k == ph.steps:
                     ph.ending = True
             else:
@@ -772,6 +790,7 @@ class RingFlows:
                     ph.arr[recv, k - 1] = tail
                     got[recv] = k
                     ph.touch(recv)
+                    self._bound = None
                     if k == ph.steps:
                         ph.ending = True
                     break
