@@ -74,7 +74,7 @@ class _Phase:
 
     __slots__ = ("n", "ids", "steps", "size", "endpoint", "extra", "succ", "flow_in", "flow_out", "joined",
                  "t_last", "sent", "got", "arr", "finished", "last", "handed", "on_done", "left", "cum",
-                 "touched", "ending", "bnd")
+                 "touched", "ending", "bnd", "w")
 
     def __init__(self, ids: Sequence[int], pred: Sequence[int], steps: int, size: int, endpoint: int,
                  extra: Sequence[int], flow_in: np.ndarray) -> None:
@@ -94,9 +94,11 @@ class _Phase:
         self.t_last = np.zeros(n, dtype=np.int64)  # send time of rank i's latest message
         self.sent = np.zeros(n, dtype=np.int64)
         self.got = np.zeros(n, dtype=np.int64)
-        # message k reached rank i at arr[i, k - 1]: a rank that has not joined yet may receive
-        # every message of the phase before it sends one
-        self.arr = np.zeros((n, steps), dtype=np.int64)
+        # message k reached rank i at arr[i, (k - 1) % w]. A rank that has sent m messages has
+        # received at most m + n - 1 (its successor sends at most m + 1, the next m + 2, ...
+        # round the ring), so a window of n holds every arrival it has not used yet.
+        self.w = w = max(1, min(steps, n))
+        self.arr = np.zeros((n, w), dtype=np.int64)
         self.finished = np.zeros(n, dtype=bool)
         self.last = np.zeros(n, dtype=np.int64)  # the last receive, once finished
         self.handed = np.zeros(n, dtype=bool)  # handed back to the system layer
@@ -378,7 +380,7 @@ class RingFlows:
                 if later.any():
                     j = idx[later]
                     kk = k[later]
-                    ph.t_last[j] = np.maximum(ph.arr[j, kk - 1], ph.t_last[j]) + ph.extra[kk + 1]
+                    ph.t_last[j] = np.maximum(ph.arr[j, (kk - 1) % ph.w], ph.t_last[j]) + ph.extra[kk + 1]
                 times = ph.t_last[idx]
                 tmin = min(tmin, int(times.min()))
                 treach = min(treach, int((times + self._reach(ph.size)[ph.flow_out[idx]]).min()))
@@ -439,7 +441,7 @@ class RingFlows:
                 continue
             t = int(t_last[i])
             if k:
-                a = int(arr[i, k - 1])
+                a = int(arr[i, (k - 1) % ph.w])
                 t = (a if a > t else t) + int(extra[k + 1])
                 t_last[i] = t
             ranks.append(i)
@@ -469,7 +471,7 @@ class RingFlows:
         if not len(idx):
             return
         s = ph.steps
-        last = np.maximum(ph.arr[idx, s - 1], ph.t_last[idx])
+        last = np.maximum(ph.arr[idx, (s - 1) % ph.w], ph.t_last[idx])
         now = self._now()
         ph.finished[idx] = True
         ph.last[idx] = last
@@ -532,7 +534,9 @@ class RingFlows:
     def _deliver(self, ph: _Phase, recv: np.ndarray, k: np.ndarray, t: np.ndarray) -> None:
         if (ph.got[recv] != k - 1).any():
             raise FastPathConflict("a batched ring phase's messages overtook each other")  # FIFO: not reached
-        ph.arr[recv, k - 1] = t
+        if (k - ph.sent[recv] > ph.w).any():
+            raise FastPathConflict("a rank holds more arrivals than its ring allows")  # not reached
+        ph.arr[recv, (k - 1) % ph.w] = t
         ph.got[recv] = k
         ph.touch_many(recv)
         self._bound = None
@@ -722,7 +726,7 @@ class RingFlows:
             if lead == rlen_of[f]:
                 if ph.got[recv] != k - 1:
                     raise FastPathConflict("a batched ring phase's messages overtook each other")  # not reached
-                ph.arr[recv, k - 1] = tail
+                ph.arr[recv, (k - 1) % ph.w] = tail
                 ph.got[recv] = k
                 ph.touch(recv)
                 self._bound = None
@@ -787,7 +791,7 @@ class RingFlows:
                     got = ph.got
                     if got[recv] != k - 1:
                         raise FastPathConflict("a batched ring phase's messages overtook each other")  # not reached
-                    ph.arr[recv, k - 1] = tail
+                    ph.arr[recv, (k - 1) % ph.w] = tail
                     got[recv] = k
                     ph.touch(recv)
                     self._bound = None
