@@ -251,6 +251,8 @@ class RingBatcher:
             for g in groups:
                 if len(g.members) < g.need:
                     out.append(f"ring phase of {g.label}: {len(g.members)} of {g.need} ranks started")
+        if self._rings is not None:
+            out += self._rings.open_phases()
         return out
 
     # -- the recurrence -----------------------------------------------------------------
