@@ -144,7 +144,7 @@ class PacketLink(Link):
     Messages that reach a link in the same nanosecond from different input links are served in
     the order of those links' ids (a switch port's fixed arbitration), not in the order the
     simulator happens to run their events: the answer then depends on times alone, which is what
-    lets a batched ring phase (packet_pipes.py) reproduce it. A link knows its input links from
+    lets batched ring phases (ring_flows.py) reproduce it. A link knows its input links from
     the routes that use it (``feed``); with one input, messages cannot tie and start as they come.
     No event marks the end of a message on the link: FIFO order is arrival order, so a message's
     start is ``max(arrival, free_at)`` when it arrives. One event per hop."""
@@ -157,7 +157,7 @@ class PacketLink(Link):
         self.inputs: set[int] = set()  # ids of the links that feed it (-1: its NPU's own sends)
         self.arrivals: list[Chunk] | None = None  # this tick's, once it has two inputs
         self.waiting: deque[int] = deque()  # starts still ahead of the clock (queue depth)
-        self.last_arrival = -1  # when the latest message reached it (packet_pipes.py)
+        self.last_arrival = -1  # when the latest message reached it (ring_flows.py)
 
     def feed(self, input_id: int) -> None:
         """A route reaches this link from link ``input_id`` (-1: it starts here)."""
@@ -183,36 +183,48 @@ class PacketLink(Link):
         for chunk in arrivals:
             self._transmit(chunk)
 
-    def _transmit(self, chunk: Chunk) -> None:
-        self.chunks += 1
-        size = chunk.size_bytes
+    def packet_delays(self, size: int) -> tuple[int, int, int]:
+        """For a message of ``size`` bytes: its first packet's trip int(L + p/B), the whole
+        message's int(S/B) and one packet's int(p/B) (cached per size for the links of one rate)."""
         d = self.delays.get(size)
         if d is None:
             p = min(size, self.packet_bytes)
             d = self.delays[size] = (link_arrival_ns(p, self.latency_ns, self.bytes_per_ns),
                                      link_serialization_ns(size, self.bytes_per_ns),
                                      link_serialization_ns(p, self.bytes_per_ns))
-        now = self.last_arrival = self._queue.now
+        return d
+
+    def occupy(self, x: int, tail: int, d: tuple[int, int, int]) -> tuple[int, int]:
+        """A message whose first packet arrives at ``x`` and last at ``tail`` crosses the link
+        (``d``: packet_delays): it queues behind what is not yet off the link; returns when its
+        first and its last packet reach the next device. The event path and the batched ring
+        phases (ring_flows.py) both move messages through this."""
         start = self.free_at
-        if start > now:  # it queues behind the messages not yet off the link
+        if start > x:  # it queues behind the messages not yet off the link
             waiting = self.waiting
-            while waiting and waiting[0] <= now:
+            while waiting and waiting[0] <= x:
                 waiting.popleft()
             waiting.append(start)
             if len(waiting) > self.peak_pending:
                 self.peak_pending = len(waiting)
         else:
-            start = now
+            start = x
         self.last_start = start
+        self.last_arrival = x
         end = start + d[1]
-        if chunk.tail + d[2] > end:
-            end = chunk.tail + d[2]
+        if tail + d[2] > end:
+            end = tail + d[2]
         self.free_at = end
         head = start + d[0]
         # the last packet is never before the first: with p = S this is Link's int(L + S / B)
         # exactly (int(end + L) alone truncates the two fractions apart, a cycle short)
-        tail = int(end + self.latency_ns)
-        chunk.tail = tail if tail > head else head
+        last = int(end + self.latency_ns)
+        return head, (last if last > head else head)
+
+    def _transmit(self, chunk: Chunk) -> None:
+        self.chunks += 1
+        now = self._queue.now
+        head, chunk.tail = self.occupy(now, chunk.tail, self.packet_delays(chunk.size_bytes))
         arrive = chunk.tail if chunk.hop == len(chunk.route) - 1 else head
         self._schedule(arrive - now, self._on_arrived, chunk)
 

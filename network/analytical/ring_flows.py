@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from network.errors import FastPathConflict
-from network.units import link_arrival_ns, link_serialization_ns
 
 if TYPE_CHECKING:
     from network.analytical.aware import PacketLink
@@ -60,13 +59,7 @@ FOREVER = 1 << 62
 
 
 def _delays(link: "PacketLink", size: int) -> tuple[int, int, int]:
-    d = link.delays.get(size)
-    if d is None:
-        p = min(size, link.packet_bytes)
-        d = link.delays[size] = (link_arrival_ns(p, link.latency_ns, link.bytes_per_ns),
-                                 link_serialization_ns(size, link.bytes_per_ns),
-                                 link_serialization_ns(p, link.bytes_per_ns))
-    return d
+    return link.packet_delays(size)
 
 
 class _Phase:
@@ -165,7 +158,6 @@ class RingFlows:
         self._bound: tuple[int, int] | None = None  # _joins_from's minima while nothing has moved
         self._pump_at: int | None = None
         self._resume_at: int | None = None
-        self.messages = 0
 
     # -- phases -------------------------------------------------------------------------
     def phase(self, ids: Sequence[int], pred: Sequence[int], steps: int, size: int, endpoint: int,
@@ -457,7 +449,6 @@ class RingFlows:
             bnd[i] = t + last - int(cum[k])
             if k == steps:
                 ph.ending = True
-        self.messages += len(ranks)
         self._inject_few(ph, ranks, ks, times)
         for i, k in zip(ranks, ks):
             if int(got[i]) >= k:
@@ -546,7 +537,6 @@ class RingFlows:
     def _inject(self, ph: _Phase, senders: np.ndarray, k: np.ndarray, times: np.ndarray) -> None:
         """Messages k of ``senders``: their private hops as arrays, then into the heap at their
         first shared link, or to their receivers."""
-        self.messages += len(senders)
         if len(senders) <= SCALAR:
             self._inject_few(ph, senders.tolist(), k.tolist(), times.tolist())
             return
@@ -662,28 +652,16 @@ class RingFlows:
         if not done.all():
             rest = np.flatnonzero(~done)
             size = ph.size
-            records = self._rdel
-            served = self._served
-            heap = self._heap
-            push = heapq.heappush
             for f, h, xj, tj, r, kj in zip(flows[rest].tolist(), lead[rest].tolist(), x[rest].tolist(),
                                           tail[rest].tolist(), recv[rest].tolist(), k[rest].tolist()):
-                rec = records.get((f, size)) or self._record(f, size)
-                route = rec[0]
-                inp = route[h - 1].dim if h else -1
-                last = served.get(route[h])
-                if last is not None and (xj, inp) < last:
-                    raise FastPathConflict("a batched ring message reaches a shared link after later ones were served")
-                self._seq += 1
-                push(heap, (xj, inp, self._seq, h, tj, kj, r, ph, rec))
+                self._push(xj, h, tj, kj, r, ph, self._record(f, size))
 
     def _record(self, f: int, size: int) -> tuple:
-        """What the heap needs of flow f: its links, which are shared, and per hop d0, d1, d2, latency."""
+        """What the heap needs of flow f: its links, which are shared, and their packet delays."""
         rec = self._rdel.get((f, size))
         if rec is None:
             route = self._routes[f]
-            rec = self._rdel[(f, size)] = (route, self._marks[f],
-                                           [(*_delays(link, size), link.latency_ns) for link in route], f, size)
+            rec = self._rdel[(f, size)] = (route, self._marks[f], [_delays(link, size) for link in route], f, size)
         return rec
 
     def _inject_few(self, ph: _Phase, senders: list[int], ks: list[int], times: list[int]) -> None:
@@ -752,7 +730,7 @@ class RingFlows:
         next shared link or its receiver (the hot loop of a run with shared links)."""
         count = 0
         heap = self._heap
-        pop, push = heapq.heappop, heapq.heappush
+        pop = heapq.heappop
         served = self._served
         while heap and heap[0][0] < horizon:
             x, inp, _, h, tail, k, recv, ph, rec = pop(heap)
@@ -765,26 +743,7 @@ class RingFlows:
                     served[link] = (x, inp)
                 if link.last_arrival > x:
                     raise FastPathConflict("batched ring messages reach a link out of order")
-                d0, d1, d2, lat = rd[h]
-                start = link.free_at
-                if start > x:
-                    waiting = link.waiting
-                    while waiting and waiting[0] <= x:
-                        waiting.popleft()
-                    waiting.append(start)
-                    if len(waiting) > link.peak_pending:
-                        link.peak_pending = len(waiting)
-                else:
-                    start = x
-                end = start + d1
-                if tail + d2 > end:
-                    end = tail + d2
-                link.free_at = end
-                link.last_arrival = x
-                head = start + d0
-                lt = int(end + lat)
-                tail = lt if lt > head else head
-                x = head
+                x, tail = link.occupy(x, tail, rd[h])
                 inp = link.dim
                 h += 1
                 if h == end_hop:
@@ -799,13 +758,7 @@ class RingFlows:
                         ph.ending = True
                     break
                 if mark[h]:
-                    nxt = route[h]
-                    last = served.get(nxt)
-                    if last is not None and (x, inp) < last:
-                        raise FastPathConflict(f"a batched ring message reaches shared link {nxt.src}->{nxt.dst} "
-                                               "after later ones were served")
-                    self._seq += 1
-                    push(heap, (x, inp, self._seq, h, tail, k, recv, ph, rec))
+                    self._push(x, h, tail, k, recv, ph, rec)
                     break
         return count
 
