@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from implementations import NAMES
 
 from network.config import NetworkConfig
 from system.config import SystemConfig
 from system.main import run_simulation
+from system.simulation import Deadlock
 from workload.builder import GraphBuilder
 
 KINDS = ["Ring", "FullyConnected", "Switch"]
@@ -39,6 +41,8 @@ def _graph(ops: list[tuple[str, int]]) -> GraphBuilder:
     optimization=st.sampled_from(["localBWAware", "baseline"]),
     policy=st.sampled_from(["LIFO", "FIFO"]),
 )
+@example(dims=[("Ring", 2)] * 3, ops=[("ALL_REDUCE", 1)], splits=2, active=1, queues=1, algo="doubleBinaryTree",
+         optimization="localBWAware", policy="LIFO")  # stuck on both paths (and in ASTRA-sim)
 def test_fast_path_equals_general_path(tmp_path_factory, dims, ops, splits, active, queues, algo, optimization, policy) -> None:
     if "alvingDoubling" in algo or algo == "doubleBinaryTree":
         dims = [(k, 4 if n == 3 else n) for k, n in dims]  # they need powers of two
@@ -58,8 +62,16 @@ def test_fast_path_equals_general_path(tmp_path_factory, dims, ops, splits, acti
     })
     ops = [(k, a if k != "comp" else a // 100) for k, a in ops]
     spec = _graph(ops).write(tmp / "w.et")
+    try:
+        slow = run_simulation(spec, net, cfg, num_queues_per_dim=queues, symmetry=False, batching=False)
+    except Deadlock:
+        # some inputs never finish, in ASTRA-sim either (a 1 B all-reduce split in two on a
+        # 2x2x2 doubleBinaryTree: its binary exits with no rank finished); the shortcut must not
+        # answer them
+        with pytest.raises(Deadlock):
+            run_simulation(spec, net, cfg, num_queues_per_dim=queues)
+        return
     fast = run_simulation(spec, net, cfg, num_queues_per_dim=queues)
-    slow = run_simulation(spec, net, cfg, num_queues_per_dim=queues, symmetry=False, batching=False)
     # the representative takes ring, direct[N] and halving-doubling, a one* ring on one dimension
     kinds = {k for k, _ in ops}
     symmetric = not (algo == "doubleBinaryTree" and "ALL_REDUCE" in kinds) and not (
