@@ -69,6 +69,17 @@ def _topology_case(generator: dict, npus: int, size: int = 1 << 20, collective: 
             "collective": collective, "size": size, "extra": []}
 
 
+def _megatron_case(args: str) -> dict:
+    """A layout from the Megatron generator (workload/megatron/) with the cluster files it writes:
+    the wall is the simulation's, the generation is not counted."""
+    return {"kind": "megatron", "args": args.split(), "dims": []}
+
+
+GPT3_175B = ("--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 --micro-batch-size 1 "
+             "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --sequence-parallel "
+             "--use-distributed-optimizer --recompute-granularity full --gpu h100")
+
+
 def _triosim_case(trace: str, layout: dict[str, int], dims: list[tuple[str, int]], micros: bool = False) -> dict:
     return {"kind": "triosim", "trace": trace, "layout": layout, "dims": dims, "micros_only": micros}
 
@@ -116,6 +127,10 @@ CASES: dict[str, dict] = {
                                            "spines": 16}, 1024),
     "rail1024-ring-aware-1g": _topology_case({"shape": "rail-optimized", "servers": 128, "gpus-per-server": 8,
                                               "spines": 16}, 1024, size=1 << 30),
+    # issue 25: GPT-3 175B, tp 8 x pp 16 x dp 8 on a rail-optimized fat-tree, congestion-aware: one rank per
+    # pipeline stage (the dp x tp rotations fold the ranks and the links, system/shortcuts/orbits.py)
+    "gpt3-1024-fat-tree-aware": _megatron_case(GPT3_175B + " --data-parallel-size 8 --global-batch-size 128 "
+                                               "--topology fat-tree"),
     "vgg13-dp64": _triosim_case("vgg13", {"dp": 64}, [("Ring", 64)]),
     "resnet50-8x8x4": _triosim_case("resnet50", {"dp": 8, "tp": 8, "pp": 4, "micro_batches": 4}, [("Ring", 256)]),
     # issue 13's layout: groups of tp 4, dp 8 and pp 4 ranks, 131,328 nodes, 27,776 collectives
@@ -181,6 +196,15 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
     """Write the inputs of one case."""
     d = work / name
     d.mkdir(parents=True, exist_ok=True)
+    if case["kind"] == "megatron":
+        from workload.generate import main as generate
+
+        if generate(["megatron", *case["args"], "-o", str(d / "gpt")]) != 0:
+            raise RuntimeError(f"{name}: the generator refused {' '.join(case['args'])}")
+        prefix = d / "gpt"
+        npus = len(list(d.glob("gpt.*.et")))
+        ours = ["--workload", str(prefix), "--network", f"{prefix}.network.yml", "--system", f"{prefix}.system.json"]
+        return Prepared(ours, [], "congestion-aware", npus)
     dims = case["dims"]
     npus = 1
     for _, n in dims:

@@ -52,7 +52,7 @@ class Chunk:
     """A message on its way: its pairing key, its route as links, and the hop it is on
     (ASTRA-sim: Chunk, whose route holds devices; ours holds the links between them)."""
 
-    __slots__ = ("full", "route", "hop", "size_bytes", "tail")
+    __slots__ = ("full", "route", "hop", "size_bytes", "tail", "ins")
 
     def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int) -> None:
         self.full = full
@@ -60,6 +60,7 @@ class Chunk:
         self.hop = 0
         self.size_bytes = size_bytes
         self.tail = 0  # when its last byte reached the device it is on (PacketLink); the sender has it all
+        self.ins = None  # an orbit run's: per hop, the id of the input link (graph_links.GraphFlows.fold)
 
 
 class Link:
@@ -149,7 +150,7 @@ class PacketLink(Link):
     No event marks the end of a message on the link: FIFO order is arrival order, so a message's
     start is ``max(arrival, free_at)`` when it arrives. One event per hop."""
 
-    __slots__ = ("packet_bytes", "inputs", "arrivals", "waiting", "last_arrival")
+    __slots__ = ("packet_bytes", "inputs", "arrivals", "waiting", "last_arrival", "tie_check")
 
     def __init__(self, *args, packet_bytes: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -158,6 +159,7 @@ class PacketLink(Link):
         self.arrivals: list[Chunk] | None = None  # this tick's, once it has two inputs
         self.waiting: deque[int] = deque()  # starts still ahead of the clock (queue depth)
         self.last_arrival = -1  # when the latest message reached it (ring_flows.py)
+        self.tie_check = None  # an orbit run's check that its symmetry keeps the order (graph_links.py)
 
     def feed(self, input_id: int) -> None:
         """A route reaches this link from link ``input_id`` (-1: it starts here)."""
@@ -180,6 +182,8 @@ class PacketLink(Link):
         if len(arrivals) > 1:
             # by input link; one input's messages keep their order there (a stable sort)
             arrivals.sort(key=_input_link_id)
+            if self.tie_check is not None:
+                self.tie_check([_input_link_id(c) for c in arrivals])
         for chunk in arrivals:
             self._transmit(chunk)
 
@@ -230,6 +234,8 @@ class PacketLink(Link):
 
 
 def _input_link_id(chunk: Chunk) -> int:
+    if chunk.ins is not None:
+        return chunk.ins[chunk.hop]
     return chunk.route[chunk.hop - 1].dim if chunk.hop else -1
 
 
@@ -271,11 +277,22 @@ class CongestionAwareBackend(AnalyticalBackend):
         self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: PacketLink(
             a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived,
             packet_bytes=packet_bytes))  # None: no topology file
+        self._folded = False
+
+    def fold(self, rank_perms, link_perms) -> None:
+        """An orbit run's quotient of a topology file's links (graph_links.GraphFlows.fold)."""
+        if self._graph is None:
+            raise ValueError("an orbit run folds the links of a topology file only")
+        self._graph.fold(rank_perms, link_perms)
+        self._folded = True
 
     # -- messages -----------------------------------------------------------------------
     def _transfer(self, src: int, dst: int, size_bytes: int, full: Message) -> None:
+        ins = None
         if self._graph is not None:  # a topology file: one path per pair (graph_links.py)
             route = self._graph.route(src, dst, size_bytes)
+            if self._folded:
+                ins = self._graph.ins[(src, dst)]
         else:
             route = self._routes.get((src, dst))
             if route is None:
@@ -288,7 +305,9 @@ class CongestionAwareBackend(AnalyticalBackend):
             raise FastPathConflict(f"a message {src} -> {dst} meets a batched ring phase on link {link.src}->{link.dst}")
         # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
         # first link starts serialising now, before anything else at this time.
-        link.send(Chunk(full, route, size_bytes))
+        chunk = Chunk(full, route, size_bytes)
+        chunk.ins = ins
+        link.send(chunk)
 
     def _on_chunk_arrived(self, chunk: Chunk) -> None:
         """ASTRA-sim: Chunk::chunk_arrived_next_device."""

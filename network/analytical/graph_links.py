@@ -12,11 +12,29 @@ One path per pair, whatever the message's tag: a pair's messages share one conne
 ns-3's TCP connection (graph_wiring.py) and SimAI's per-pair flows do, so every backend sends a
 message over the same links. It also counts the bytes of each pair, which ``stats(now)`` spreads
 over the pair's links for the per-link-class report.
+
+In an orbit run (system/shortcuts/orbits.py) only one rank per orbit of a group G of rank
+permutations is simulated, and ``fold`` makes the links G's quotient: each directed link stands
+for its orbit, whose links all carry the images of the same messages at the same times. A
+message's hop over link l is served by l's orbit representative c = g(l) as the image under g
+that it is, coming from g(previous link): on each representative the queue then holds exactly
+the messages the real link c holds. That is the real run only where G is a symmetry of it,
+which ``fold`` takes from its caller for the graph (automorphisms, network/graph_symmetry.py)
+and checks for the rest as the run goes, raising FastPathConflict (the run is redone without
+the shortcut) where
+
+* a pair's route is not the image of its representative pair's (ECMP's hash need not be
+  equivariant),
+* a link is crossed that some element of G other than the identity maps onto itself: the
+  message and its image would queue there together, or
+* messages that reach a link in the same nanosecond from different inputs are served in an
+  order (by input link id) that some element of G does not keep.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from network.errors import FastPathConflict
 from network.graph_topology import GraphTopology, link_class_stats
 
 
@@ -30,6 +48,27 @@ class GraphFlows:
         self._paths: dict[tuple[int, int], tuple] = {}
         self._flow_bytes: dict[tuple[int, int], int] = {}
         self._unaware: dict[tuple[int, int, int], int] = {}
+        self._fold: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None
+        self._canon: list[int] = []  # a directed link's orbit representative (-1: not a free orbit)
+        self._via: list[int] = []  # the element of G that maps it there
+        self._checked: set[tuple[int, int]] = set()  # pairs whose images route as their images
+        self.ins: dict[tuple[int, int], tuple[int, ...]] = {}  # folded: per hop, the input link's image
+
+    def fold(self, rank_perms: Sequence[Sequence[int]], link_perms: Sequence[Sequence[int]]) -> None:
+        """Serve G's quotient from now on: ``rank_perms[j]`` and ``link_perms[j]`` (directed link
+        ids) are element j of G on ranks and links, element 0 the identity."""
+        import numpy as np
+
+        if self._links or self._paths:
+            raise RuntimeError("fold() before the first message")
+        table = np.asarray(link_perms, dtype=np.int64)
+        via = table.argmin(axis=0)
+        canon = table.min(axis=0)
+        ordered = np.sort(table, axis=0)
+        free = (np.diff(ordered, axis=0) != 0).all(axis=0)
+        self._canon = np.where(free, canon, -1).tolist()
+        self._via = via.tolist()
+        self._fold = (rank_perms, link_perms)
 
     def route(self, src: int, dst: int, size_bytes: int) -> tuple:
         key = (src, dst)
@@ -42,6 +81,8 @@ class GraphFlows:
         """The pair's Links, without booking bytes."""
         key = (src, dst)
         route = self._paths.get(key)
+        if route is None and self._fold is not None:
+            return self._folded_path(src, dst)
         if route is None:
             route = self._paths[key] = tuple(self._link(lid) for lid in self._routes.path(src, dst, 0))
             prev = -1
@@ -49,6 +90,57 @@ class GraphFlows:
                 link.feed(prev)
                 prev = link.dim
         return route
+
+    def _folded_path(self, src: int, dst: int) -> tuple:
+        real = self._equivariant(src, dst)
+        link_perms = self._fold[1]
+        route, ins = [], []
+        prev = -1
+        for lid in real:
+            c = self._canon[lid]
+            if c < 0:
+                raise FastPathConflict(f"the flow {src} -> {dst} crosses link {lid >> 1}, which a symmetry of the "
+                                       "orbit run maps onto itself: a message and its image would queue there together")
+            g = link_perms[self._via[lid]]
+            inp = g[prev] if prev >= 0 else -1
+            link = self._link(c)
+            link.feed(inp)
+            route.append(link)
+            ins.append(inp)
+            prev = lid
+        self.ins[(src, dst)] = tuple(ins)
+        route = self._paths[(src, dst)] = tuple(route)
+        return route
+
+    def _equivariant(self, src: int, dst: int) -> tuple[int, ...]:
+        """The pair's real route, after checking that every element of G maps it onto the route
+        of the image pair."""
+        path = self._routes.path
+        real = path(src, dst, 0)
+        if (src, dst) not in self._checked:
+            for ranks, links in zip(*self._fold):
+                if path(ranks[src], ranks[dst], 0) != tuple(links[lid] for lid in real):
+                    raise FastPathConflict(f"the route {ranks[src]} -> {ranks[dst]} is not the image of the route "
+                                           f"{src} -> {dst} under the orbit run's symmetry (ECMP chooses otherwise)")
+            self._checked.add((src, dst))
+        return real
+
+    def check_pair(self, src: int, dst: int) -> None:
+        """Folded: raise FastPathConflict unless the pair's images route as its image."""
+        if self._fold is not None and (src, dst) not in self._checked:
+            self._equivariant(src, dst)
+
+    def check_ties(self, inputs: list[int]) -> None:
+        """Arrivals of one nanosecond from links ``inputs`` (sorted, their order of service): a
+        folded link stands for its whole orbit only if every element of G keeps that order."""
+        if self._fold is None:
+            return
+        ids = sorted(set(inputs))
+        for links in self._fold[1]:
+            images = [links[i] if i >= 0 else -1 for i in ids]
+            if any(a >= b for a, b in zip(images, images[1:])):
+                raise FastPathConflict("messages reaching a link in the same nanosecond are served in an order of "
+                                       "their input links that a symmetry of the orbit run does not keep")
 
     def count(self, src: int, dst: int, size_bytes: int) -> None:
         """Bytes of a pair whose messages another part advanced (ns-3, a batched ring phase)."""
@@ -62,6 +154,8 @@ class GraphFlows:
         k = (src, dst, size_bytes)
         d = self._unaware.get(k)
         if d is None:
+            if self._fold is not None:
+                self._equivariant(src, dst)
             d = self._unaware[k] = self.topology.path_delay_ns(src, dst, size_bytes)
         return d
 
@@ -74,20 +168,25 @@ class GraphFlows:
             bpn = self.topology.link_bytes_per_ns[lid >> 1]
             delays = self._delays.setdefault((spec.latency_ns, bpn), {})
             link = self._links[lid] = self._make_link(a, b, lid, spec.latency_ns, bpn, delays)
+            if self._fold is not None:
+                link.tie_check = self.check_ties
         return link
 
     def bytes_per_link(self) -> dict[int, int]:
         out: dict[int, int] = {}
         paths = self._routes.path
+        images = self._fold[0] if self._fold is not None else ((),)
         for (src, dst), b in self._flow_bytes.items():
-            for lid in paths(src, dst, 0):
-                out[lid] = out.get(lid, 0) + b
+            for ranks in images:  # folded: the pair stands for its images
+                pair = (ranks[src], ranks[dst]) if ranks else (src, dst)
+                for lid in paths(*pair, 0):
+                    out[lid] = out.get(lid, 0) + b
         return out
 
     def stats(self, now_ns: int) -> dict[str, Any]:
         out: dict[str, Any] = {"link_classes": link_class_stats(self.topology, self.bytes_per_link(), now_ns)}
         if self._make_link is not None:  # the congestion-aware backend's Links
-            out["links_used"] = len(self._links)
+            out["links_used"] = len(self._links) * (len(self._fold[1]) if self._fold is not None else 1)
             out["max_link_queue"] = max((link.peak_pending for link in self._links.values()), default=0)
         return out
 

@@ -28,8 +28,17 @@ class CongestionUnawareBackend(AnalyticalBackend):
         k = (src, dst, size_bytes)
         d = self._delay_cache.get(k)
         if d is None:
+            if self._graph is not None:
+                self._graph.check_pair(src, dst)
             d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
         return d
+
+    def fold(self, rank_perms, link_perms) -> None:
+        """An orbit run on a topology file: only checks that routes follow its symmetry
+        (graph_links.GraphFlows.fold); delays have no link state to fold."""
+        if self._graph is None:
+            raise ValueError("an orbit run folds the links of a topology file only")
+        self._graph.fold(rank_perms, link_perms)
 
     def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
         k = (src, dst, size_bytes)

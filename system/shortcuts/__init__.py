@@ -69,8 +69,10 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
             why("representative", str(e))
         if rep is None:
             try:
+                # on the congestion-aware backend ring phases would run in RingFlows, which
+                # moves every rank of a ring: the folded links carry only the representatives'
                 attempts.append(Attempt("orbits", prove_orbits(graphs, groups, config, topology, backend_name),
-                                        batching))
+                                        batching and backend_name != "congestion-aware"))
             except Decline as e:
                 why("orbits", str(e))
     if not batching or rendezvous:

@@ -45,7 +45,7 @@ class OrbitNetwork:
     def _image(self, src: int, dst: int, tag: int, label: Any) -> tuple[int, int, int, Any]:
         """The message src → dst (dst not simulated) as the one its representative receives."""
         o = self.orbits
-        back = o.size - o.power[dst]  # σ^back = σ^-j
+        back = o.inverse[o.power[dst]]  # g_back = g_j^-1
         perm = o.perms[back]
         if label is not None and label.group is not None:
             g = label.group
