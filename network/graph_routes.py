@@ -74,12 +74,17 @@ class RouteTable:
 
     def path(self, src: int, dst: int, tag: int = 0) -> tuple[int, ...]:
         """Directed link ids from NPU rank ``src`` to NPU rank ``dst`` for the flow's tag."""
+        return self.walk(src, dst, tag)[0]
+
+    def walk(self, src: int, dst: int, tag: int = 0) -> tuple[tuple[int, ...], bool]:
+        """The path, and whether it was the only shortest one (no equal-cost choice on the way)."""
         s, d = self._npus[src], self._npus[dst]
         if s == d:
             raise ValueError(f"ranks {src} and {dst} are the same NPU")
         dist = self._distance(d)
         h = flow_hash(src, dst, tag)
         links: list[int] = []
+        unique = True
         u = s
         left = dist(u)
         if left < 0:
@@ -96,10 +101,14 @@ class RouteTable:
                        if dist(v) == left and (v == d or v in switches or self._npus_forward)]
             if nv and len(choices) > 1 and any(v in nv for v, _ in choices):
                 choices = [c for c in choices if c[0] in nv]
-            v, lid = choices[_mix(h ^ u) % len(choices)] if len(choices) > 1 else choices[0]
+            if len(choices) > 1:
+                unique = False
+                v, lid = choices[_mix(h ^ u) % len(choices)]
+            else:
+                v, lid = choices[0]
             links.append(lid)
             u = v
-        return tuple(links)
+        return tuple(links), unique
 
     def node_path(self, src: int, dst: int, tag: int = 0) -> list[int]:
         """The nodes the flow visits, both ends included."""

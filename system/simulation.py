@@ -285,8 +285,8 @@ class _RankRun:
             ranks = list(range(npus))
         elif isinstance(group, Orbits):
             inner = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
-            if group.link_perms is not None:  # a topology file: its links folded by the orbits' symmetry
-                inner.fold(group.perms, group.link_perms)
+            if group.group.has_links:  # a topology file: its links folded by the orbits' symmetry
+                inner.fold(group.group)
             net_backend = OrbitNetwork(inner, group)
             ranks = group.reps
         elif self.name == "congestion-aware":

@@ -279,11 +279,11 @@ class CongestionAwareBackend(AnalyticalBackend):
             packet_bytes=packet_bytes))  # None: no topology file
         self._folded = False
 
-    def fold(self, rank_perms, link_perms) -> None:
+    def fold(self, group) -> None:
         """An orbit run's quotient of a topology file's links (graph_links.GraphFlows.fold)."""
         if self._graph is None:
             raise ValueError("an orbit run folds the links of a topology file only")
-        self._graph.fold(rank_perms, link_perms)
+        self._graph.fold(group)
         self._folded = True
 
     # -- messages -----------------------------------------------------------------------

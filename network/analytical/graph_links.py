@@ -32,10 +32,14 @@ the shortcut) where
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from network.errors import FastPathConflict
 from network.graph_topology import GraphTopology, link_class_stats
+
+
+#: the orbit-run group sizes up to which an ECMP route's images are each checked
+_MAX_ROUTE_CHECKS = 4096
 
 
 class GraphFlows:
@@ -48,27 +52,36 @@ class GraphFlows:
         self._paths: dict[tuple[int, int], tuple] = {}
         self._flow_bytes: dict[tuple[int, int], int] = {}
         self._unaware: dict[tuple[int, int, int], int] = {}
-        self._fold: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None
-        self._canon: list[int] = []  # a directed link's orbit representative (-1: not a free orbit)
-        self._via: list[int] = []  # the element of G that maps it there
+        self._fold: Any = None  # the orbit run's RotationGroup (network/graph_symmetry.py)
+        self._canon: dict[int, tuple[int, int]] = {}  # link → (its orbit's representative, the element mapping it there)
+        self._orbit_of: dict[int, list[int]] = {}  # representative → its orbit's links
         self._checked: set[tuple[int, int]] = set()  # pairs whose images route as their images
+        self._ties: set[tuple[int, ...]] = set()  # input sets whose order every element keeps
         self.ins: dict[tuple[int, int], tuple[int, ...]] = {}  # folded: per hop, the input link's image
 
-    def fold(self, rank_perms: Sequence[Sequence[int]], link_perms: Sequence[Sequence[int]]) -> None:
-        """Serve G's quotient from now on: ``rank_perms[j]`` and ``link_perms[j]`` (directed link
-        ids) are element j of G on ranks and links, element 0 the identity."""
-        import numpy as np
-
+    def fold(self, group: Any) -> None:
+        """Serve G's quotient from now on: ``group`` (a RotationGroup, network/graph_symmetry.py)
+        acts on ranks and directed links."""
         if self._links or self._paths:
             raise RuntimeError("fold() before the first message")
-        table = np.asarray(link_perms, dtype=np.int64)
-        via = table.argmin(axis=0)
-        canon = table.min(axis=0)
-        ordered = np.sort(table, axis=0)
-        free = (np.diff(ordered, axis=0) != 0).all(axis=0)
-        self._canon = np.where(free, canon, -1).tolist()
-        self._via = via.tolist()
-        self._fold = (rank_perms, link_perms)
+        self._fold = group
+
+    def _canonical(self, lid: int) -> tuple[int, int]:
+        """(representative of lid's orbit, the element that maps lid onto it); representative -1
+        where some element other than the identity keeps a link of the orbit in place."""
+        got = self._canon.get(lid)
+        if got is None:
+            group = self._fold
+            images = [group.link(j, lid) for j in range(group.size)]
+            c = min(images)
+            free = len(set(images)) == group.size
+            jc = images.index(c)
+            for j, x in enumerate(images):  # x = g_j(lid), c = g_jc(lid) = g_jc ∘ g_j^-1 (x)
+                self._canon[x] = (c if free else -1, group.compose(jc, group.inverse(j)))
+            if free:
+                self._orbit_of[c] = images
+            got = self._canon[lid]
+        return got
 
     def route(self, src: int, dst: int, size_bytes: int) -> tuple:
         key = (src, dst)
@@ -93,16 +106,15 @@ class GraphFlows:
 
     def _folded_path(self, src: int, dst: int) -> tuple:
         real = self._equivariant(src, dst)
-        link_perms = self._fold[1]
+        group = self._fold
         route, ins = [], []
         prev = -1
         for lid in real:
-            c = self._canon[lid]
+            c, j = self._canonical(lid)
             if c < 0:
                 raise FastPathConflict(f"the flow {src} -> {dst} crosses link {lid >> 1}, which a symmetry of the "
                                        "orbit run maps onto itself: a message and its image would queue there together")
-            g = link_perms[self._via[lid]]
-            inp = g[prev] if prev >= 0 else -1
+            inp = group.link(j, prev)
             link = self._link(c)
             link.feed(inp)
             route.append(link)
@@ -114,14 +126,20 @@ class GraphFlows:
 
     def _equivariant(self, src: int, dst: int) -> tuple[int, ...]:
         """The pair's real route, after checking that every element of G maps it onto the route
-        of the image pair."""
-        path = self._routes.path
-        real = path(src, dst, 0)
-        if (src, dst) not in self._checked:
-            for ranks, links in zip(*self._fold):
-                if path(ranks[src], ranks[dst], 0) != tuple(links[lid] for lid in real):
-                    raise FastPathConflict(f"the route {ranks[src]} -> {ranks[dst]} is not the image of the route "
-                                           f"{src} -> {dst} under the orbit run's symmetry (ECMP chooses otherwise)")
+        of the image pair. A route with no equal-cost choice on the way needs no check: an
+        automorphism maps it onto a shortest path of the image pair, which is then its only one."""
+        routes = self._routes
+        real, unique = routes.walk(src, dst, 0)
+        if not unique and (src, dst) not in self._checked:
+            group = self._fold
+            if group.size > _MAX_ROUTE_CHECKS:
+                raise FastPathConflict(f"the route {src} -> {dst} is one of several of equal length, and the orbit "
+                                       f"run's {group.size} symmetries are too many to check that ECMP follows them")
+            for j in range(1, group.size):
+                a, b = group.rank(j, src), group.rank(j, dst)
+                if routes.path(a, b, 0) != tuple(group.link(j, lid) for lid in real):
+                    raise FastPathConflict(f"the route {a} -> {b} is not the image of the route {src} -> {dst} "
+                                           "under the orbit run's symmetry (ECMP chooses otherwise)")
             self._checked.add((src, dst))
         return real
 
@@ -133,14 +151,16 @@ class GraphFlows:
     def check_ties(self, inputs: list[int]) -> None:
         """Arrivals of one nanosecond from links ``inputs`` (sorted, their order of service): a
         folded link stands for its whole orbit only if every element of G keeps that order."""
-        if self._fold is None:
+        ids = tuple(sorted(set(inputs)))
+        if self._fold is None or len(ids) < 2 or ids in self._ties:
             return
-        ids = sorted(set(inputs))
-        for links in self._fold[1]:
-            images = [links[i] if i >= 0 else -1 for i in ids]
+        group = self._fold
+        for j in range(1, group.size):
+            images = [group.link(j, i) for i in ids]
             if any(a >= b for a, b in zip(images, images[1:])):
                 raise FastPathConflict("messages reaching a link in the same nanosecond are served in an order of "
                                        "their input links that a symmetry of the orbit run does not keep")
+        self._ties.add(ids)
 
     def count(self, src: int, dst: int, size_bytes: int) -> None:
         """Bytes of a pair whose messages another part advanced (ns-3, a batched ring phase)."""
@@ -175,18 +195,20 @@ class GraphFlows:
     def bytes_per_link(self) -> dict[int, int]:
         out: dict[int, int] = {}
         paths = self._routes.path
-        images = self._fold[0] if self._fold is not None else ((),)
         for (src, dst), b in self._flow_bytes.items():
-            for ranks in images:  # folded: the pair stands for its images
-                pair = (ranks[src], ranks[dst]) if ranks else (src, dst)
-                for lid in paths(*pair, 0):
+            for lid in paths(src, dst, 0):
+                if self._fold is None:
                     out[lid] = out.get(lid, 0) + b
+                    continue
+                # folded: the pair stands for its |G| images, which cross lid's orbit once each
+                for x in self._orbit_of[self._canonical(lid)[0]]:
+                    out[x] = out.get(x, 0) + b
         return out
 
     def stats(self, now_ns: int) -> dict[str, Any]:
         out: dict[str, Any] = {"link_classes": link_class_stats(self.topology, self.bytes_per_link(), now_ns)}
         if self._make_link is not None:  # the congestion-aware backend's Links
-            out["links_used"] = len(self._links) * (len(self._fold[1]) if self._fold is not None else 1)
+            out["links_used"] = len(self._links) * (self._fold.size if self._fold is not None else 1)
             out["max_link_queue"] = max((link.peak_pending for link in self._links.values()), default=0)
         return out
 

@@ -33,12 +33,12 @@ class CongestionUnawareBackend(AnalyticalBackend):
             d = self._delay_cache[k] = self.topology.unaware_delay_ns(src, dst, size_bytes)
         return d
 
-    def fold(self, rank_perms, link_perms) -> None:
+    def fold(self, group) -> None:
         """An orbit run on a topology file: only checks that routes follow its symmetry
         (graph_links.GraphFlows.fold); delays have no link state to fold."""
         if self._graph is None:
             raise ValueError("an orbit run folds the links of a topology file only")
-        self._graph.fold(rank_perms, link_perms)
+        self._graph.fold(group)
 
     def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
         k = (src, dst, size_bytes)

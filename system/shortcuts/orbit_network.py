@@ -45,16 +45,15 @@ class OrbitNetwork:
     def _image(self, src: int, dst: int, tag: int, label: Any) -> tuple[int, int, int, Any]:
         """The message src → dst (dst not simulated) as the one its representative receives."""
         o = self.orbits
-        back = o.inverse[o.power[dst]]  # g_back = g_j^-1
-        perm = o.perms[back]
+        back = o.inverse(o.power[dst])  # g_back = g_j^-1
         if label is not None and label.group is not None:
             g = label.group
-            h = o.group_perms[back][g]
+            h = o.group_image(back, g)
             if h != g:
                 sid = (tag - COLLECTIVE_TAG_OFFSET - g * _GROUP_STRIDE) % _SPAN
                 tag = (h * _GROUP_STRIDE + sid) % _SPAN + COLLECTIVE_TAG_OFFSET
                 label = label._replace(group=h)
-        return perm[src], o.rep_of[dst], tag, label
+        return o.rank(back, src), o.rep_of[dst], tag, label
 
     def send(self, src: int, dst: int, size_bytes: int, tag: int, callback: Callable[..., None], *args: object,
              label: object = None) -> None:

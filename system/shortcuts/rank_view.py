@@ -18,7 +18,7 @@ class RankView:
         self._perm = self._groups = None
         if orbits is not None:
             j = orbits.power[rank]
-            self._perm, self._groups = orbits.perms[j], orbits.group_perms[j]
+            self._perm, self._groups = orbits.perm(j), orbits.group_perm(j)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._w, name)

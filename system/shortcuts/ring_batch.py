@@ -274,7 +274,7 @@ class RingBatcher:
     def _advance(self, g: _Group) -> None:
         members = g.members
         n = g.n
-        first = members[0][1]
+        first = next(iter(members.values()))[1]  # one orbit: the simulated rank, wherever it sits in the ring
         steps = first.stream_count
         size = first.msg_size
         _, pred, flows = self._shape(first)
