@@ -86,8 +86,9 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
     return out
 
 
-def summarise_collectives(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Collectives grouped by (type, size, algorithm, ranks), over all ranks that ran them."""
+def summarise_collectives(records: list[dict[str, Any]], weight: int = 1) -> list[dict[str, Any]]:
+    """Collectives grouped by (type, size, algorithm, ranks), over all ranks that ran them
+    (``weight``: each record stands for that many equal ones)."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["type"], r["size_bytes"], r["algorithm"], r["group_size"]), []).append(r)
@@ -97,7 +98,7 @@ def summarise_collectives(records: list[dict[str, Any]]) -> list[dict[str, Any]]
         mean_wait = sum(r.get("wait_cycles", 0) for r in rs) / len(rs)
         data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean - mean_wait)
         out.append({
-            "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs),
+            "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs) * weight,
             "mean_duration_cycles": round(mean, 3),
             "max_duration_cycles": max(r["duration_cycles"] for r in rs),
             "mean_wait_cycles": round(mean_wait, 3),

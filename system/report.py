@@ -32,7 +32,7 @@ from system.collective_records import (  # noqa: F401 (re-exported: report.py's 
     nccl_bandwidths,
     summarise_collectives,
 )
-from system.waiting import communication_starts
+from system.waiting import communication_starts, orbit_communication_starts
 
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
@@ -117,6 +117,9 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
 
 
 def _communication_starts(result: Any) -> list[dict[int, int]]:
+    orbits = getattr(result, "orbits", None)
+    if orbits is not None:
+        return orbit_communication_starts(result.workloads, orbits)
     return communication_starts(result.workloads, bool(result.inputs.get("symmetric_fast_path")))
 
 
@@ -144,13 +147,17 @@ def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     begun = _communication_starts(result)
     ranks, colls = [], []
     done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]]]] = {}
+    # a workload written per orbit: the report lists the representatives' collectives only (each
+    # stands for |G| records that differ in rank and group alone; the summary counts them all)
+    reps_only = bool(result.inputs.get("per_orbit_files"))
     for w, b in zip(result.workloads, begun):
         viewed = getattr(w, "viewed", w)
         seen = done.get(id(viewed))
-        if seen is not None and seen[0] == b:
+        if seen is not None and (seen[0] is b or seen[0] == b):
             rank = w.rank
             ranks.append(dict(seen[1], rank=rank))
-            colls.extend(dict(c, rank=rank, pg=v["pg"] or None) for c, v in zip(seen[2], w.collectives))
+            if not reps_only:
+                colls.extend(dict(c, rank=rank, pg=v["pg"] or None) for c, v in zip(seen[2], w.collectives))
             continue
         r, c = rank_breakdown(w, b), collective_records(w, b)
         if viewed is w:
@@ -163,6 +170,7 @@ def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 def build_report(result: Any) -> dict[str, Any]:
     ranks, colls = _per_rank(result)
     fin = [r["finish_cycles"] for r in ranks]
+    weight = result.orbits.size if result.inputs.get("per_orbit_files") else 1
     return {
         "inputs": result.inputs,
         "backend": result.backend,
@@ -179,12 +187,15 @@ def build_report(result: Any) -> dict[str, Any]:
             "exposed_cpu_cycles": sum(r["exposed_cpu_cycles"] for r in ranks),
             "idle_cycles": sum(r["idle_cycles"] for r in ranks),
             "wait_cycles": sum(r["wait_cycles"] for r in ranks),
-            "collectives": len(colls),
+            "collectives": len(colls) * weight,
             "events": result.events,
             "wall_seconds": round(result.wall_s, 6),
         },
-        "collective_summary": summarise_collectives(colls),
+        "collective_summary": summarise_collectives(colls, weight),
         "collectives": colls,
+        **({"collectives_of": f"the {len(result.orbits.reps)} representatives of a workload written per orbit; "
+                              f"each record stands for {weight} (its images differ in rank and group only)"}
+           if weight > 1 else {}),
         "network": {**result.network_stats, "dimensions": network_dimensions(result)},
     }
 

@@ -32,7 +32,10 @@ from system.shortcuts.verify import ShortcutMismatch, verify  # noqa: F401 -- Sh
 from system.sys import Sys
 from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
+from workload.errors import WorkloadError
 from workload.loader import load_workload_graphs
+from workload.orbit_files import families as declared_families, find_declaration as find_orbit_declaration, \
+    load_representatives
 from workload.workload import Workload
 
 
@@ -90,6 +93,7 @@ class SimulationResult(NamedTuple):  # not a dataclass: importing dataclasses is
     wall_s: float
     events: int
     inputs: Mapping[str, Any] = MappingProxyType({})
+    orbits: Any = None  # an orbit run's Orbits (system/shortcuts/orbits.py), for the report
 
     @property
     def end_ns(self) -> int:
@@ -135,7 +139,14 @@ def run_simulation(
     name = canonical_name(backend or net.backend or DEFAULT_BACKEND)
     npus = net.topology.npus_count
     sys_cfg.check_list_lengths(len(net.topology.npus_count_per_dim))
-    graphs = load_workload_graphs(workload, npus)
+    declared = find_orbit_declaration(workload, npus)
+    if declared is not None:  # one file per orbit (workload/orbit_files.py)
+        if verify_shortcuts:
+            raise WorkloadError(declared.path, "", "--verify-shortcuts needs every rank's file; this workload is "
+                                "written per orbit (generate it without --per-orbit to check the shortcut)")
+        graphs = load_representatives(workload, declared)
+    else:
+        graphs = load_workload_graphs(workload, npus)
     _check_wall(t0, max_wall_s, "reading the workload")
     groups_spec: dict[int, list[int]] = {}
     if comm_groups is None:
@@ -152,7 +163,12 @@ def run_simulation(
         and not Path(comm_groups).is_file()
     if comm_groups is not None and not no_groups:
         groups_spec = load_comm_groups(comm_groups, npus)
-    if not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
+    families = None
+    if declared is not None:
+        # the declaration makes every member of a group an image of a representative; a
+        # representative that disagrees with another one shows as a mismatch in the run
+        families = declared_families(declared, groups_spec)
+    elif not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)
     unused = uncovered_dimensions(graphs, sys_cfg, net.topology, groups_spec)
     if unused is not None:
@@ -163,7 +179,11 @@ def run_simulation(
     for message in static_notes:
         warnings.warn(message, AstraSimDiffers, stacklevel=3)
     attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
-                                        batching=batching, rendezvous=rendezvous)
+                                        batching=batching, rendezvous=rendezvous, declared=families)
+    if declared is not None and not attempts:
+        raise WorkloadError(declared.path, "", "the workload is written per orbit, but one rank per orbit cannot "
+                            f"stand for the others here ({'; '.join(declined)}); there is no per-rank file to run "
+                            "every rank on (generate it without --per-orbit)")
     run = _RankRun(net, sys_cfg, name, graphs, groups_spec, remote_memory, num_queues_per_dim,
                    max_events, max_wall_s, progress, rendezvous, t0)
     for i, attempt in enumerate(attempts):
@@ -171,6 +191,11 @@ def run_simulation(
             net_backend, systems, workloads = run.simulate(attempt.symmetry, batching=attempt.batching)
             break
         except (FastPathConflict, Deadlock) as e:  # CollectiveMismatch is a Deadlock
+            if declared is not None and isinstance(e, FastPathConflict):
+                raise WorkloadError(declared.path, "", "the workload is written per orbit, and the run found that "
+                                    f"one rank per orbit cannot stand for the others ({str(e).splitlines()[0]}); "
+                                    "there is no per-rank file to run every rank on (generate it without "
+                                    "--per-orbit)") from None
             if i == len(attempts) - 1:
                 raise
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -217,7 +242,9 @@ def run_simulation(
             "shortcuts_verified": verify_shortcuts and shortcut != "none",
             "shortcuts_declined": declined,
             "astra_sim_differs": differs,
+            "per_orbit_files": declared is not None,
         },
+        orbits=sym if isinstance(sym, Orbits) else None,
     )
 
 

@@ -128,3 +128,67 @@ def communication_starts(workloads: Sequence[Any], symmetric: bool = False) -> l
 def _later(starts: dict[int, int], nid: int, issued: int, ready: int, ends: dict[int, int]) -> None:
     if ready > issued:
         starts[nid] = min(ready, ends.get(nid, ready))
+
+
+def orbit_communication_starts(workloads: Sequence[Any], orbits: Any) -> list[dict[int, int]]:
+    """``communication_starts`` of an orbit run (system/shortcuts/orbits.py), from the
+    representatives alone: rank x = g(r) waits as r does (one dict, shared), and a peer
+    x = h(ρ) issues its sends and collectives when ρ issues their images under h^-1, so each
+    pairing reads ρ's own times. Where every view would cost a pass over its nodes, this costs
+    one per representative and one per member of a representative's groups."""
+    reps = orbits.reps
+    by_rank = {w.rank: w for w in workloads if getattr(w, "viewed", w) is w}
+    issued = {r: _issued(by_rank[r]) for r in reps}
+    sends: dict[int, dict[tuple, list[int]]] = {}
+    colls: dict[int, dict[tuple[int, int], int]] = {}
+    for r in reps:
+        w = by_rank[r]
+        mine: dict[tuple, list[int]] = {}
+        for n in issued[r][pb.COMM_SEND_NODE]:
+            mine.setdefault((n.comm_dst, n.comm_tag % _TAG_SPAN, n.comm_size), []).append(w.starts[n.id])
+        sends[r] = mine
+        seq: dict[int, int] = {}
+        arr: dict[tuple[int, int], int] = {}
+        for n in issued[r][pb.COMM_COLL_NODE]:
+            if n.comm_type == pb.BROADCAST:
+                continue
+            g = int(n.pg_name)
+            k = seq[g] = seq.get(g, -1) + 1
+            arr[(g, k)] = w.starts[n.id]
+        colls[r] = arr
+    images: dict[int, set[tuple[int, int]]] = {}  # group → (representative, group) of its members' images
+
+    def members_as_images(g: int) -> set[tuple[int, int]]:
+        got = images.get(g)
+        if got is None:
+            got = images[g] = set()
+            for y in orbits.members(g):
+                back = orbits.inverse(orbits.power[y])
+                got.add((orbits.rep_of[y], orbits.group_image(back, g)))
+        return got
+
+    own: dict[int, dict[int, int]] = {}
+    for r in reps:
+        w = by_rank[r]
+        out: dict[int, int] = {}
+        ends = {nid: e for nid, _, e in w.records}
+        seen: dict[tuple, int] = {}
+        for n in issued[r][pb.COMM_RECV_NODE]:
+            s = n.comm_src
+            rho = orbits.rep_of[s]
+            back = orbits.inverse(orbits.power[s])
+            key = (orbits.rank(back, r), n.comm_tag % _TAG_SPAN, n.comm_size)
+            k = seen[(s,) + key[1:]] = seen.get((s,) + key[1:], -1) + 1
+            times = sends[rho].get(key, ())
+            if k < len(times):
+                _later(out, n.id, w.starts[n.id], times[k], ends)
+        seq: dict[int, int] = {}
+        for n in issued[r][pb.COMM_COLL_NODE]:
+            if n.comm_type == pb.BROADCAST:
+                continue
+            g = int(n.pg_name)
+            k = seq[g] = seq.get(g, -1) + 1
+            last = max(colls[rho].get((h, k), -1) for rho, h in members_as_images(g))
+            _later(out, n.id, w.starts[n.id], last, ends)
+        own[r] = out
+    return [own[orbits.rep_of[w.rank]] for w in workloads]

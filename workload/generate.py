@@ -57,8 +57,12 @@ def main(argv: list[str] | None = None) -> ExitCode:
         print(f"internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr)
         return ExitCode.INTERNAL_ERROR
     p = g.prefix
-    print(f"{p}.{{0..{g.ranks - 1}}}.et: {g.ranks} ranks, {sum(g.nodes_per_stage)} nodes over "
-          f"{len(g.nodes_per_stage)} stage template(s), {g.et_bytes / 2**20:.1f} MiB")
+    if g.representatives is not None:
+        print(f"{p}.{{{','.join(map(str, g.representatives))}}}.et and {p}.orbits.json: {g.ranks} ranks as "
+              f"{len(g.representatives)} per-orbit file(s), {sum(g.nodes_per_stage)} nodes, {g.et_bytes / 2**20:.1f} MiB")
+    else:
+        print(f"{p}.{{0..{g.ranks - 1}}}.et: {g.ranks} ranks, {sum(g.nodes_per_stage)} nodes over "
+              f"{len(g.nodes_per_stage)} stage template(s), {g.et_bytes / 2**20:.1f} MiB")
     print(f"run: python -m system.main --workload {p} --network {p}.network.yml --system {p}.system.json")
     return ExitCode.OK
 

@@ -54,7 +54,7 @@ class GraphFlows:
         self._unaware: dict[tuple[int, int, int], int] = {}
         self._fold: Any = None  # the orbit run's RotationGroup (network/graph_symmetry.py)
         self._canon: dict[int, tuple[int, int]] = {}  # link → (its orbit's representative, the element mapping it there)
-        self._orbit_of: dict[int, list[int]] = {}  # representative → its orbit's links
+        self._orbit_of: dict[int, list[int]] = {}  # link → g_j(link) for every j (repeats where not free)
         self._checked: set[tuple[int, int]] = set()  # pairs whose images route as their images
         self._ties: set[tuple[int, ...]] = set()  # input sets whose order every element keeps
         self.ins: dict[tuple[int, int], tuple[int, ...]] = {}  # folded: per hop, the input link's image
@@ -78,8 +78,7 @@ class GraphFlows:
             jc = images.index(c)
             for j, x in enumerate(images):  # x = g_j(lid), c = g_jc(lid) = g_jc ∘ g_j^-1 (x)
                 self._canon[x] = (c if free else -1, group.compose(jc, group.inverse(j)))
-            if free:
-                self._orbit_of[c] = images
+                self._orbit_of[x] = images
             got = self._canon[lid]
         return got
 
@@ -200,8 +199,9 @@ class GraphFlows:
                 if self._fold is None:
                     out[lid] = out.get(lid, 0) + b
                     continue
-                # folded: the pair stands for its |G| images, which cross lid's orbit once each
-                for x in self._orbit_of[self._canonical(lid)[0]]:
+                # folded: the pair stands for its |G| images, image j crossing g_j(lid)
+                self._canonical(lid)
+                for x in self._orbit_of[lid]:
                     out[x] = out.get(x, 0) + b
         return out
 

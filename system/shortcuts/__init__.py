@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Sequence
 
 from system.shortcuts.decline import Decline
-from system.shortcuts.orbits import Orbits, prove as prove_orbits
+from system.shortcuts.orbits import Orbits, prove as prove_orbits, prove_declared
 from system.shortcuts.representative import prove as prove_representative
 from system.shortcuts.ring_batch import prove_on_pipes
 
@@ -36,12 +36,22 @@ class Attempt(NamedTuple):
 
 
 def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: Any, backend_name: str, *,
-         symmetry: bool, batching: bool, rendezvous: bool) -> tuple[list[Attempt], list[str]]:
+         symmetry: bool, batching: bool, rendezvous: bool,
+         declared: list[list[list[int]]] | None = None) -> tuple[list[Attempt], list[str]]:
     """The attempts to make, shortcuts first and the every-event path last, and why each
-    shortcut left out was declined."""
+    shortcut left out was declined. ``declared``: a workload written per orbit
+    (workload/orbit_files.py), whose families' rotations are the only attempt."""
     attempts: list[Attempt] = []
     declined: list[str] = []
     topology = net.topology
+    if declared is not None:
+        if not symmetry or rendezvous:
+            return [], ["orbits: " + ("--no-symmetry" if not symmetry else "--rendezvous-protocol")]
+        try:
+            orbits = prove_declared(graphs, declared, groups, config, topology, backend_name)
+        except Decline as e:
+            return [], [f"orbits: {e}"]
+        return [Attempt("orbits", orbits, batching and backend_name != "congestion-aware")], []
 
     def why(name: str, reason: str) -> None:
         declined.append(f"{name}: {reason}")

@@ -77,6 +77,9 @@ class Orbits:
             self._images[key] = h
         return h
 
+    def members(self, gid: int) -> list[int]:
+        return self._groups[gid]
+
     def perm(self, j: int) -> "_Perm":
         """g_j as a rank → rank mapping."""
         return _Perm(self, j)

@@ -44,6 +44,10 @@ def add_megatron_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     c.add_argument("--compute-model", metavar="JSON", help="calibrated compute-model knobs (docs/megatron.md)")
     c.add_argument("--dtype", help="peak FLOP/s of this dtype (default: the compute model's, bf16)")
     p.add_argument("-o", "--output", required=True, metavar="OUT/PREFIX")
+    p.add_argument("--per-orbit", action="store_true",
+                   help="write one file per pipeline stage and PREFIX.orbits.json instead of a file per rank: the "
+                        "other ranks are images of those under the dp and tp rotations (for layouts of many "
+                        "thousands of GPUs; the simulator runs one rank per stage)")
     p.add_argument("--astra-sim-compatible", action="store_true",
                    help="whole-µs durations and nothing ASTRA-sim does not read (docs/triosim.md)")
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
@@ -86,4 +90,5 @@ def run_megatron(a: argparse.Namespace) -> Generated:
 
         raise MegatronConfigError("--inter-node-gbps", f"expected a rate > 0, got {a.inter_node_gbps}")
     cluster = Cluster(gpu, a.gpus_per_node, a.inter_node_gbps, a.topology, a.backend)
-    return generate(cfg, cluster, model, a.output, astra_sim_compatible=a.astra_sim_compatible)
+    return generate(cfg, cluster, model, a.output, astra_sim_compatible=a.astra_sim_compatible,
+                    per_orbit=a.per_orbit)

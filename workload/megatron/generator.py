@@ -12,7 +12,7 @@ from typing import Any
 from network.files import write_atomic
 from workload.megatron.cluster import network_yaml, system_json
 from workload.megatron.compute import ComputeModel
-from workload.megatron.config import MegatronConfig
+from workload.megatron.config import MegatronConfig, MegatronConfigError
 from workload.megatron.gpus import GpuPreset
 from workload.megatron.layout import KINDS, Layout
 from workload.megatron.program import StageProgram, build_stage, stage_parameters
@@ -35,6 +35,7 @@ class Generated:
     nodes_per_stage: list[int]
     et_bytes: int
     summary: dict[str, Any]
+    representatives: list[int] | None = None  # --per-orbit: the ranks whose files were written
 
 
 def build_programs(cfg: MegatronConfig, cluster: Cluster, model: ComputeModel) -> tuple[Layout, list[StageProgram]]:
@@ -45,20 +46,43 @@ def build_programs(cfg: MegatronConfig, cluster: Cluster, model: ComputeModel) -
     return layout, programs
 
 
+#: per-rank files above this many bytes in all are refused without --per-orbit
+MAX_ALL_RANKS_BYTES = 8 << 30
+
+
 def generate(cfg: MegatronConfig, cluster: Cluster, model: ComputeModel, out_prefix: str | os.PathLike, *,
-             astra_sim_compatible: bool = False) -> Generated:
+             astra_sim_compatible: bool = False, per_orbit: bool = False) -> Generated:
     prefix = Path(out_prefix)
     layout, programs = build_programs(cfg, cluster, model)
     templates = [StageTemplate(p, astra_sim_compatible) for p in programs]
-    et_bytes = write_ranks(prefix, layout, templates, astra_sim_compatible)
     parent, name = prefix.parent, prefix.name
+    reps = None
+    if per_orbit:
+        if layout.ep > 1:
+            raise MegatronConfigError("--per-orbit", "expert parallelism is carved out of data parallelism, so "
+                                      "rotating the data-parallel groups is no symmetry of the layout; write every rank")
+        reps = [layout.rank(0, 0, p) for p in range(layout.pp)]
+    else:
+        per_rank = layout.tp * layout.dp
+        estimate = sum(sum(len(x) if isinstance(x, bytes) else len(x[1]) + 8 for x in t.pieces) for t in templates)
+        if estimate * per_rank > MAX_ALL_RANKS_BYTES:
+            raise MegatronConfigError("-o", (
+                f"{layout.ranks} per-rank files would take about {estimate * per_rank / 2**30:.0f} GiB; pass "
+                "--per-orbit to write one file per pipeline stage and PREFIX.orbits.json, which the simulator "
+                "runs as one rank per stage (the other ranks are images of those under the dp and tp rotations)"))
+    et_bytes = write_ranks(prefix, layout, templates, astra_sim_compatible, reps)
+    orbits_path = parent / f"{name}.orbits.json"
+    if reps is not None:
+        write_atomic(orbits_path, json.dumps(layout.orbits_json(reps), separators=(",", ":")) + "\n")
+    elif orbits_path.exists():
+        orbits_path.unlink()  # an older per-orbit set under the same prefix would take precedence
     write_atomic(parent / f"{name}.comm_groups.json", json.dumps(layout.to_json(), separators=(",", ":")) + "\n")
     write_atomic(parent / f"{name}.network.yml", network_yaml(cluster.gpu, layout.ranks, cluster.gpus_per_node,
                                                               cluster.inter_node_gbps, cluster.topology, cluster.backend))
     write_atomic(parent / f"{name}.system.json", system_json(cluster.gpu, layout.ranks, cluster.gpus_per_node))
     summary = _summary(cfg, cluster, model, layout, programs)
     write_atomic(parent / f"{name}.megatron.json", json.dumps(summary, indent=1) + "\n")
-    return Generated(prefix, layout.ranks, [len(p.nodes) for p in programs], et_bytes, summary)
+    return Generated(prefix, layout.ranks, [len(p.nodes) for p in programs], et_bytes, summary, reps)
 
 
 def _summary(cfg: MegatronConfig, cluster: Cluster, model: ComputeModel, layout: Layout,

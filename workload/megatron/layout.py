@@ -84,5 +84,13 @@ class Layout:
         """Rank distance between the same (d, t) on stages p and p + delta."""
         return delta * self.tp * self.dp
 
+    def orbits_json(self, reps: list[int]) -> dict:
+        """``PREFIX.orbits.json`` of a per-orbit set (workload/orbit_files.py): every other rank is
+        the image of its stage's representative under the rotations of the dp and tp groups."""
+        families = [[g for g, k in self.kind_of.items() if k == kind] for kind in ("dp", "tp")]
+        return {"format": "dtsim-orbits/1", "ranks": self.ranks, "representatives": reps,
+                "rotate": [f for f in families if f],
+                "note": "rank t + tp*(d + dp*p) runs stage p's file with its groups and peers rotated by d and t"}
+
     def to_json(self) -> dict[str, list[int]]:
         return {str(g): m for g, m in self.members.items()}

@@ -99,13 +99,14 @@ def metadata_bytes(astra_sim_compatible: bool, rank: int) -> bytes:
     return _framed(meta.SerializeToString())
 
 
-def write_ranks(prefix: Path, layout: Layout, templates: list[StageTemplate], astra_sim_compatible: bool) -> int:
-    """Write ``PREFIX.{rank}.et`` for every rank; returns the bytes written."""
+def write_ranks(prefix: Path, layout: Layout, templates: list[StageTemplate], astra_sim_compatible: bool,
+                ranks: list[int] | None = None) -> int:
+    """Write ``PREFIX.{rank}.et`` for every rank (or for ``ranks``); returns the bytes written."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
     cache: dict[tuple[str, int], bytes] = {}
     stride = layout.stage_offset(1)
     total = 0
-    for rank in range(layout.ranks):
+    for rank in (range(layout.ranks) if ranks is None else ranks):
         _, _, p = layout.coordinates(rank)
         data = metadata_bytes(astra_sim_compatible, rank) + templates[p].rank_bytes(rank, layout.group, stride, cache)
         path = prefix.parent / f"{prefix.name}.{rank}.et"
