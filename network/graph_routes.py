@@ -67,6 +67,29 @@ class RouteTable:
             if base is None:
                 base = self._anchor[via] = self.graph.bfs(via, through_npus=self._npus_forward)
             return lambda n: 0 if n == dst_node else (base[n] + 1 if base[n] >= 0 else -1)
+        if not self._npus_forward and all(v in self._switches for v, _ in adj):
+            # an NPU on several switches (a GPU on its NVSwitch and its rail): a path to it ends
+            # with a hop from one of them, through which nothing else forwards it, so its
+            # distance is one more than the nearest of theirs; those searches are shared by
+            # every NPU on the same switches
+            bases = []
+            for via in {v for v, _ in adj}:
+                base = self._anchor.get(via)
+                if base is None:
+                    base = self._anchor[via] = self.graph.bfs(via, through_npus=False)
+                bases.append(base)
+
+            def dist(n: int) -> int:
+                if n == dst_node:
+                    return 0
+                best = -1
+                for base in bases:
+                    d = base[n]
+                    if d >= 0 and (best < 0 or d < best):
+                        best = d
+                return best + 1 if best >= 0 else -1
+
+            return dist
         base = self._anchor.get(dst_node)
         if base is None:
             base = self._anchor[dst_node] = self.graph.bfs(dst_node, through_npus=self._npus_forward)

@@ -83,7 +83,7 @@ def _link_perm(graph: PhysicalGraph, vp: list[int]) -> list[int] | None:
     return out
 
 
-class _Cycles:
+class Cycles:
     """A permutation by its cycles, so that its a-th power is one lookup."""
 
     __slots__ = ("_cycle", "_pos")
@@ -125,8 +125,10 @@ class RotationGroup:
         for k in self.orders:
             size *= k
         self.size = size
-        self._ranks = [_Cycles(p) for p in rank_gens]
-        self._links = [_Cycles(p) for p in link_gens] if link_gens is not None else None
+        self._ranks = [Cycles(p) for p in rank_gens]
+        self._links = [Cycles(p) for p in link_gens] if link_gens is not None else None
+        self._inverse: dict[int, int] = {}
+        self._digits = None  # numpy (size × generators) table of exponents, made on first use
 
     @property
     def has_links(self) -> bool:
@@ -147,7 +149,33 @@ class RotationGroup:
         return j
 
     def inverse(self, j: int) -> int:
-        return self.index([-a for a in self.exponents(j)])
+        inv = self._inverse.get(j)
+        if inv is None:
+            inv = self._inverse[j] = self.index([-a for a in self.exponents(j)])
+        return inv
+
+    def link_orbit(self, lid: int) -> list[int]:
+        """g_j(lid) for every element j, in element order."""
+        images = [lid]
+        for cyc, k in zip(self._links, self.orders):  # digit i multiplies the orders before it
+            images = [cyc.power(x, a) for a in range(k) for x in images]
+        return images
+
+    def differences(self, i: int) -> list[int]:
+        """For every element j, the element g_i ∘ g_j^-1."""
+        import numpy as np
+
+        if self._digits is None:
+            j = np.arange(self.size, dtype=np.int64)
+            cols = []
+            for k in self.orders:
+                cols.append(j % k)
+                j = j // k
+            self._digits = np.stack(cols, axis=1) if cols else np.zeros((1, 0), dtype=np.int64)
+        orders = np.asarray(self.orders, dtype=np.int64)
+        scales = np.cumprod(np.concatenate(([1], orders[:-1]))) if len(orders) else orders
+        diff = (self._digits[i] - self._digits) % orders
+        return (diff @ scales).tolist() if len(orders) else [0]
 
     def compose(self, i: int, j: int) -> int:
         """g_i ∘ g_j (G is abelian)."""

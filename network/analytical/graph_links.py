@@ -72,12 +72,13 @@ class GraphFlows:
         got = self._canon.get(lid)
         if got is None:
             group = self._fold
-            images = [group.link(j, lid) for j in range(group.size)]
+            images = group.link_orbit(lid)
             c = min(images)
             free = len(set(images)) == group.size
-            jc = images.index(c)
-            for j, x in enumerate(images):  # x = g_j(lid), c = g_jc(lid) = g_jc ∘ g_j^-1 (x)
-                self._canon[x] = (c if free else -1, group.compose(jc, group.inverse(j)))
+            rc = c if free else -1
+            # x = g_j(lid) and c = g_jc(lid), so g_jc ∘ g_j^-1 maps x onto c
+            for x, back in zip(images, group.differences(images.index(c))):
+                self._canon[x] = (rc, back)
                 self._orbit_of[x] = images
             got = self._canon[lid]
         return got

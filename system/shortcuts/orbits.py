@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from chakra_proto import enums as pb
 from system.config import CONFIG_NAMES, ImplType, SystemConfig
-from network.graph_symmetry import RotationGroup, extend_to_graph
+from network.graph_symmetry import RotationGroup, Cycles, extend_to_graph
 from system.shortcuts.decline import Decline
 
 _RING_IMPLS = (ImplType.RING, ImplType.ONE_RING)
@@ -42,14 +42,16 @@ class Orbits:
     (network/graph_symmetry.py's RotationGroup): ``reps`` are simulated; rank x is
     g_power[x](rep_of[x])."""
 
-    __slots__ = ("reps", "rep_of", "power", "group", "_groups", "_by_set", "_images")
+    __slots__ = ("reps", "rep_of", "power", "group", "_groups", "_gids", "_index", "_cycles")
 
     def __init__(self, reps: list[int], rep_of: list[int], power: list[int], group: RotationGroup,
-                 groups: dict[int, list[int]]) -> None:
+                 groups: dict[int, list[int]], group_maps: list[dict[int, int]]) -> None:
         self.reps, self.rep_of, self.power, self.group = reps, rep_of, power, group
         self._groups = groups
-        self._by_set: dict[frozenset[int], int] | None = None
-        self._images: dict[tuple[int, int], int] = {}
+        # each generator's action on the groups, by its cycles (network/graph_symmetry.py)
+        self._gids = list(groups)
+        self._index = {g: i for i, g in enumerate(self._gids)}
+        self._cycles = [Cycles([self._index[m[g]] for g in self._gids]) for m in group_maps]
 
     @property
     def size(self) -> int:
@@ -66,16 +68,13 @@ class Orbits:
     def group_image(self, j: int, gid: int) -> int:
         """The communicator group that g_j maps group ``gid`` onto (itself if none: the proof made
         sure every group has one)."""
-        key = (j, gid)
-        h = self._images.get(key)
-        if h is None:
-            if self._by_set is None:
-                self._by_set = {frozenset(m): g for g, m in self._groups.items()}
-            members = self._groups.get(gid)
-            h = gid if members is None or not j else \
-                self._by_set.get(frozenset(self.group.rank(j, m) for m in members), gid)
-            self._images[key] = h
-        return h
+        i = self._index.get(gid)
+        if i is None or not j:
+            return gid
+        for cyc, a in zip(self._cycles, self.group.exponents(j)):
+            if a:
+                i = cyc.power(i, a)
+        return self._gids[i]
 
     def members(self, gid: int) -> list[int]:
         return self._groups[gid]
@@ -230,8 +229,8 @@ def _try_group(families: list[list[list[int]]], graphs: Sequence[Any], groups: d
                     raise Decline("a product of the rotations keeps a rank in place")
                 rep_of[y] = x
                 power[y] = j
-    rotating = _rotating_groups(gens, groups)
-    orbits = Orbits(reps, rep_of, power, group, groups)
+    rotating, group_maps = _rotating_groups(gens, groups)
+    orbits = Orbits(reps, rep_of, power, group, groups, group_maps)
     ring_only: set[int] = set()  # the collective types that some element of G runs on a rotated list
     for r in reps:
         if not _plain(graphs[r]):
@@ -263,7 +262,7 @@ def _try_group(families: list[list[list[int]]], graphs: Sequence[Any], groups: d
     return orbits
 
 
-def _rotating_groups(gens: list[list[int]], groups: dict[int, list[int]]) -> set[int]:
+def _rotating_groups(gens: list[list[int]], groups: dict[int, list[int]]) -> tuple[set[int], list[dict[int, int]]]:
     """Groups on which some element of G may move the ring positions: those whose orbit under
     the generators holds a group that a generator maps onto a rotation of its image's list (or
     onto itself rotated). Exactly the groups whose images all keep their members' positions are
@@ -292,7 +291,7 @@ def _rotating_groups(gens: list[list[int]], groups: dict[int, list[int]]) -> set
         seen |= orbit
         if orbit & rotated:
             out |= orbit
-    return out
+    return out, maps
 
 
 def _map_groups(sigma: list[int], groups: dict[int, list[int]]) -> tuple[dict[int, int] | None, set[int]]:
