@@ -131,6 +131,13 @@ CASES: dict[str, dict] = {
     # pipeline stage (the dp x tp rotations fold the ranks and the links, system/shortcuts/orbits.py)
     "gpt3-1024-fat-tree-aware": _megatron_case(GPT3_175B + " --data-parallel-size 8 --global-batch-size 128 "
                                                "--topology fat-tree"),
+    # ... and a Llama-3-405B-style layout, tp 8 x pp 16 x dp 1,024 = 131,072 GPUs, written per orbit
+    "llama405b-131072-per-orbit": _megatron_case(
+        "--num-layers 128 --hidden-size 16384 --num-attention-heads 128 --num-query-groups 8 --ffn-hidden-size 53248 "
+        "--seq-length 8192 --vocab-size 128256 --swiglu --untie-embeddings-and-output-weights --use-flash-attn "
+        "--global-batch-size 16384 --micro-batch-size 1 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+        "--data-parallel-size 1024 --sequence-parallel --use-distributed-optimizer --recompute-granularity full "
+        "--gpu h100 --topology fat-tree --per-orbit"),
     "vgg13-dp64": _triosim_case("vgg13", {"dp": 64}, [("Ring", 64)]),
     "resnet50-8x8x4": _triosim_case("resnet50", {"dp": 8, "tp": 8, "pp": 4, "micro_batches": 4}, [("Ring", 256)]),
     # issue 13's layout: groups of tp 4, dp 8 and pp 4 ranks, 131,328 nodes, 27,776 collectives
@@ -202,7 +209,8 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
         if generate(["megatron", *case["args"], "-o", str(d / "gpt")]) != 0:
             raise RuntimeError(f"{name}: the generator refused {' '.join(case['args'])}")
         prefix = d / "gpt"
-        npus = len(list(d.glob("gpt.*.et")))
+        declared = d / "gpt.orbits.json"  # --per-orbit: one file per stage (workload/orbit_files.py)
+        npus = json.loads(declared.read_text())["ranks"] if declared.is_file() else len(list(d.glob("gpt.*.et")))
         ours = ["--workload", str(prefix), "--network", f"{prefix}.network.yml", "--system", f"{prefix}.system.json"]
         return Prepared(ours, [], "congestion-aware", npus)
     dims = case["dims"]
