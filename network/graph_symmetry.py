@@ -15,12 +15,13 @@ a graph on which this guess is wrong gives None, never a wrong map.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from network.graph import PhysicalGraph
+if TYPE_CHECKING:  # not imported at start-up: only orbit runs need this module
+    from network.graph import PhysicalGraph
 
 
-def extend_to_graph(graph: PhysicalGraph, rank_perm: Sequence[int]) -> tuple[list[int], list[int]] | None:
+def extend_to_graph(graph: "PhysicalGraph", rank_perm: Sequence[int]) -> tuple[list[int], list[int]] | None:
     """(node permutation, directed-link permutation) extending ``rank_perm`` (rank r → rank
     rank_perm[r]) to an automorphism of the graph; None where this finds none."""
     n = graph.nodes_count
@@ -57,7 +58,7 @@ def extend_to_graph(graph: PhysicalGraph, rank_perm: Sequence[int]) -> tuple[lis
     return None if links is None else (vp, links)
 
 
-def _link_perm(graph: PhysicalGraph, vp: list[int]) -> list[int] | None:
+def _link_perm(graph: "PhysicalGraph", vp: list[int]) -> list[int] | None:
     """Directed link i (a → b) onto the link vp[a] → vp[b] of the same rate and latency (the
     k-th of parallel links onto the k-th)."""
     between: dict[tuple[int, int], list[int]] = {}

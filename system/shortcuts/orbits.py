@@ -25,12 +25,14 @@ runs on the general path; the answer is checked against it in tests/system/test_
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chakra_proto import enums as pb
 from system.config import CONFIG_NAMES, ImplType, SystemConfig
-from network.graph_symmetry import RotationGroup, Cycles, extend_to_graph
 from system.shortcuts.decline import Decline
+
+if TYPE_CHECKING:
+    from network.graph_symmetry import RotationGroup
 
 _RING_IMPLS = (ImplType.RING, ImplType.ONE_RING)
 _PLAIN_NODES = (pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
@@ -44,13 +46,15 @@ class Orbits:
 
     __slots__ = ("reps", "rep_of", "power", "group", "_groups", "_gids", "_index", "_cycles")
 
-    def __init__(self, reps: list[int], rep_of: list[int], power: list[int], group: RotationGroup,
+    def __init__(self, reps: list[int], rep_of: list[int], power: list[int], group: "RotationGroup",
                  groups: dict[int, list[int]], group_maps: list[dict[int, int]]) -> None:
         self.reps, self.rep_of, self.power, self.group = reps, rep_of, power, group
         self._groups = groups
         # each generator's action on the groups, by its cycles (network/graph_symmetry.py)
         self._gids = list(groups)
         self._index = {g: i for i, g in enumerate(self._gids)}
+        from network.graph_symmetry import Cycles
+
         self._cycles = [Cycles([self._index[m[g]] for g in self._gids]) for m in group_maps]
 
     @property
@@ -203,6 +207,8 @@ def _families(groups: dict[int, list[int]], npus: int) -> list[list[list[int]]]:
 
 def _try_group(families: list[list[list[int]]], graphs: Sequence[Any], groups: dict[int, list[int]],
                config: SystemConfig, topology: Any, declared: bool = False) -> Orbits:
+    from network.graph_symmetry import RotationGroup, extend_to_graph  # orbit runs only
+
     npus = topology.npus_count
     gens = [_rotation(f, npus) for f in families]
     orders = [len(f[0]) for f in families]
