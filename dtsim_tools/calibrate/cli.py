@@ -1,4 +1,5 @@
-"""``python -m network.calibrate`` / ``dtsim-calibrate``: fit a network and system config to nccl-tests tables.
+"""``python -m network.calibrate`` / ``dtsim-calibrate``: fit a network and system config to nccl-tests tables
+(``dtsim-calibrate compute ...``: the Megatron generator's compute model to measured operators, compute.py).
 
     python -m network.calibrate --nccl-tests all_reduce_8gpu.txt --npus 8 -o my_node
     python -m network.calibrate --nccl-tests ar16.txt --npus 16 -o my_cluster --validate ar8.txt ag16.txt
@@ -88,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compute"]:  # the compute model of workload.generate megatron (compute.py)
+        from dtsim_tools.calibrate.compute import main as compute_main
+
+        return compute_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
