@@ -180,6 +180,11 @@ def run_simulation(
         warnings.warn(message, AstraSimDiffers, stacklevel=3)
     attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
                                         batching=batching, rendezvous=rendezvous, declared=families)
+    if declared is not None and attempts and attempts[0].symmetry.reps != declared.representatives:
+        got = attempts[0].symmetry.reps
+        raise WorkloadError(declared.path, "key 'representatives'", (
+            f"the rotations make {len(got)} orbits, whose first ranks are {_few(got)}, but the declaration names "
+            f"{_few(declared.representatives)}: each orbit needs the file of its first rank"))
     if declared is not None and not attempts:
         raise WorkloadError(declared.path, "", "the workload is written per orbit, but one rank per orbit cannot "
                             f"stand for the others here ({'; '.join(declined)}); there is no per-rank file to run "
@@ -381,6 +386,10 @@ def _network_notes(net: NetworkConfig, backend: str) -> list[str]:
     return [f"{net.path or 'the network'}: dimension(s) {', '.join(map(str, rings))} is a Ring of 2 NPUs; ASTRA-sim's "
             "congestion-aware backend aborts on it (Device.cpp: 'Assertion !connected(id)', exit 134: its two "
             "directions are one pair of links), dtsim builds one link each way, as FullyConnected(2)"]
+
+
+def _few(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:6])) + (", ..." if len(ranks) > 6 else "")
 
 
 def _workload_notes(graphs: list) -> list[str]:

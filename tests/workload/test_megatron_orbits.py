@@ -77,6 +77,9 @@ def test_a_declaration_the_network_breaks_is_refused(tmp_path: Path, capsys) -> 
     (lambda d: d.update(representatives=[0, 99]), "key 'representatives'"),
     (lambda d: d.update(rotate=[[12345]]), "not in the communicator-group configuration"),
     (lambda d: d.update(rotate=[d["rotate"][0][:1]]), "hold every rank exactly once"),
+    (lambda d: d.update(representatives=[1, d["representatives"][1]]), "its file is missing"),
+    # one rotation fewer: more orbits than files, each file would have to stand for another orbit
+    (lambda d: d.update(rotate=d["rotate"][:1]), "each orbit needs the file of its first rank"),
 ])
 def test_a_malformed_declaration_names_its_fault(tmp_path: Path, change, what: str) -> None:
     _, b = _both(tmp_path, LAYOUTS[1])
