@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-HORIZON = 512
+HORIZON = 1 << 16  # generations kept: a 256-NPU direct all-reduce needs more than 512
 
 
 class Group:

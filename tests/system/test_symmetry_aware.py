@@ -147,6 +147,23 @@ def test_direct_all_to_all_on_a_switch_takes_the_fast_path(tmp_path: Path) -> No
     assert all(fast.network_stats[k] == slow.network_stats[k] for k in STATS)
 
 
+@pytest.mark.parametrize("coll", ["ALL_REDUCE", "ALL_TO_ALL"])
+def test_a_direct_collective_on_64_npus_is_decided_far_back(tmp_path: Path, coll: str) -> None:
+    """63 messages a chunk put the common ancestor of two same-tick events more than 512 events
+    back: the walk must reach it (symmetric_order.HORIZON), not give up and rerun every rank."""
+    spec = write_collective_microbenchmark(tmp_path / "d", 64, coll, 1 << 20, shared=True)
+    net, cfg = _ring_4chunks([("Switch", 64)], algo="direct")
+    cfg = SystemConfig.from_dict({**{k: v for k, v in {
+        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600}.items()},
+        **{f"{c}-implementation": ["direct"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}})
+    fast = run_simulation(spec, net, cfg)
+    slow = run_simulation(spec, net, cfg, symmetry=False, batching=False)
+    assert fast.inputs["symmetric_fast_path"], fast.inputs["shortcuts_declined"]
+    assert fast.finish_ns == slow.finish_ns
+    assert all(fast.network_stats[k] == slow.network_stats[k] for k in STATS)
+
+
 @pytest.mark.parametrize("dims,algo,ok", [
     ([("Ring", 8)], "halvingDoubling", False),  # XOR pairing is no ring translation
     ([("Switch", 8)], "halvingDoubling", True),  # on a Switch it is an automorphism
