@@ -169,10 +169,14 @@ class SymmetricAwareBackend:
         self._cur_g = 0
         self._sys_tick = -1
         self._sys: tuple = ()  # the last system-layer event of _sys_tick, as (event, rank)
-        self._sys_prev: tuple | None = None  # the one before it at that tick
         self._call: tuple = ()  # what the last one ran: (callback, args)
         self._made: list[Event] = []  # the events it scheduled
         self._touched = False  # whether it sent or posted a receive
+        # the run of equal calls that ends this tick's system events so far: (event, rank) in real
+        # order, what each call scheduled in the order they ran, and the event before the run
+        self._run_ids: list[tuple] = []
+        self._run_made: list[list[Event]] = []
+        self._run_before: tuple | None = None
 
     def before(self, r1: Event, g1: int, r2: Event, g2: int) -> bool | None:
         return before(r1, g1, r2, g2, self.group)
@@ -195,36 +199,75 @@ class SymmetricAwareBackend:
         if now == self._sys_tick:
             first = before(*self._sys, rec, g, self.group)
             if first is not True:  # the real run has them the other way round (or cannot tell)
-                if first is None or not self._swap(rec, g, callback, args):
+                if first is None or not self._join_run(rec, g, callback, args):
                     raise SymmetryBroken
                 callback(*args)
                 return
-            self._sys_prev = self._sys
+            if self._same_call(callback, args):  # one more of a run of equal calls, in order
+                self._sys = (rec, g)
+                self._made, self._touched = [], False
+                self._run_ids.append(self._sys)
+                self._run_made.append(self._made)
+                self._cur, self._cur_g = rec, g
+                callback(*args)
+                return
+            self._run_before = self._sys
         else:
-            self._sys_prev = None
+            self._run_before = None
         self._sys_tick, self._sys = now, (rec, g)
         self._call, self._made, self._touched = (callback, args), [], False
+        self._run_ids, self._run_made = [self._sys], [self._made]
         self._cur, self._cur_g = rec, g
         callback(*args)
 
-    def _swap(self, rec: Event, g: int, callback: Callable[..., None], args: tuple) -> bool:
-        """The last system event ran the same call as this one, which really runs first (e.g. two
-        packets of one algorithm at one tick): the state is the same either way, only the events
-        the first call scheduled are really this one's. Hand them over, and run this call as the
-        last event; False where that is not safe."""
+    def _same_call(self, callback: Callable[..., None], args: tuple) -> bool:
+        """The call the last system event of this tick ran, with the same arguments, and that one
+        neither sent nor posted a receive: running them in either order leaves the same state."""
         cb1, args1 = self._call
-        if cb1 != callback or len(args1) != len(args) or self._touched or any(r.kids for r in self._made):
+        if cb1 != callback or len(args1) != len(args) or self._touched:
             return False
-        if not all(a is b or (type(a) is int and a == b) for a, b in zip(args1, args)):
+        return all(a is b or (type(a) is int and a == b) for a, b in zip(args1, args))
+
+    def _join_run(self, rec: Event, g: int, callback: Callable[..., None], args: tuple) -> bool:
+        """A run of equal calls at this tick (``_run_ids``, in real order) meets one more that
+        really runs before some of them (e.g. packets of one algorithm delivered by several
+        senders). The state is the same in any order; only which real event scheduled what
+        differs: the i-th call run made what the i-th in real order makes. Insert it, hand the
+        scheduled events on accordingly, and run this call as the real last; False where that is
+        not safe (another call, a send or receive, an event already with children, an order
+        that cannot be told)."""
+        if not self._same_call(callback, args):
             return False
-        if self._sys_prev is not None and before(*self._sys_prev, rec, g, self.group) is not True:
+        group = self.group
+        if self._run_before is not None and before(*self._run_before, rec, g, group) is not True:
             return False
-        last, group = self._sys[0], self.group
-        for r in self._made:
-            r.reparent(rec, g, group)
-        last.kids -= len(self._made)
-        self._sys_prev = (rec, g)  # the real order: previous, this one, last
+        ids, made = self._run_ids, self._run_made
+        p = None
+        for i, (r2, g2) in enumerate(ids):
+            b = before(rec, g, r2, g2, group)
+            if b is None:
+                return False
+            if b and p is None:
+                p = i
+            elif not b and p is not None:
+                return False  # not a place in the order
+        if p is None:
+            return False
+        k = len(ids)
+        for i in range(p, k):
+            if ids[i][0].kids != len(made[i]) or any(r.kids for r in made[i]):
+                return False  # children from elsewhere, or ones that have already run
+        for i in range(p, k):
+            ids[i][0].kids = 0
+        new_ids = ids[:p] + [(rec, g)] + ids[p:]
+        for i in range(p, k):
+            nr, ng = new_ids[i]
+            for r in made[i]:
+                r.reparent(nr, ng, group)
+        self._run_ids = new_ids
         self._made, self._touched = [], False
+        made.append(self._made)
+        self._sys = new_ids[-1]
         self._cur, self._cur_g = self._sys
         return True
 

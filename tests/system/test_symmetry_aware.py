@@ -164,6 +164,26 @@ def test_a_direct_collective_on_64_npus_is_decided_far_back(tmp_path: Path, coll
     assert all(fast.network_stats[k] == slow.network_stats[k] for k in STATS)
 
 
+@pytest.mark.parametrize("kind,coll", [("FullyConnected", "ALL_REDUCE"), ("FullyConnected", "ALL_TO_ALL"),
+                                       ("FullyConnected", "REDUCE_SCATTER")])
+def test_deliveries_of_one_tick_from_many_senders_are_put_in_order(tmp_path: Path, kind: str, coll: str) -> None:
+    """A direct collective on FullyConnected: every peer's message reaches rank 0 at one tick, and
+    the representative runs their deliveries in another order than the real run (senders in
+    rank order). Equal calls leave equal state in any order; the events they schedule are handed
+    to the real callers (SymmetricAwareBackend._join_run), so the run stays on one rank."""
+    spec = write_collective_microbenchmark(tmp_path / "d", 16, coll, 1 << 20, shared=True)
+    net, _ = _ring_4chunks([(kind, 16)])
+    cfg = SystemConfig.from_dict({
+        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
+        **{f"{c}-implementation": ["direct"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}})
+    fast = run_simulation(spec, net, cfg)
+    slow = run_simulation(spec, net, cfg, symmetry=False, batching=False)
+    assert fast.inputs["symmetric_fast_path"], fast.inputs["shortcuts_declined"]
+    assert fast.finish_ns == slow.finish_ns
+    assert all(fast.network_stats[k] == slow.network_stats[k] for k in STATS)
+
+
 @pytest.mark.parametrize("dims,algo,ok", [
     ([("Ring", 8)], "halvingDoubling", False),  # XOR pairing is no ring translation
     ([("Switch", 8)], "halvingDoubling", True),  # on a Switch it is an automorphism
