@@ -4,7 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from implementations import COLLECTIVES
+
+from network.errors import InputError
+from system.main import Deadlock, run_simulation
 
 from system.config import SystemConfig
 from system.report import build_report
@@ -75,3 +79,23 @@ def _report(result) -> dict:
     return rep
 
 
+
+
+def check_against_event_path(spec: Path, net, cfg: SystemConfig, groups: Path, **kw):
+    """Run with the shortcuts (``kw``: backend, batching) and with every message an event:
+    the same refusal or stuck report, else the same ranks, traffic counters and report. Returns
+    the shortcut run (None where both refused)."""
+    backend = kw.get("backend")
+    try:
+        plain = run_simulation(spec, net, cfg, comm_groups=groups, backend=backend, symmetry=False, batching=False)
+    except (Deadlock, InputError) as e:  # a drawn layout that is refused or stuck: the same with orbits
+        with pytest.raises(type(e)) as caught:
+            run_simulation(spec, net, cfg, comm_groups=groups, **kw)
+        assert str(caught.value) == str(e)
+        return None
+    fast = run_simulation(spec, net, cfg, comm_groups=groups, **kw)
+    assert fast.finish_ns == plain.finish_ns
+    for key in ("messages", "bytes_sent", "bytes_received", "bytes_per_dim"):
+        assert fast.network_stats[key] == plain.network_stats[key], key
+    assert _report(fast) == _report(plain)
+    return fast

@@ -12,16 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from orbit_layouts import _config, _report, write_layout
+from orbit_layouts import _config, check_against_event_path, write_layout
 
 from network.config import NetworkConfig
-from network.errors import InputError
 from network.graph_symmetry import extend_to_graph
 from network.topology_gen import fat_tree, rail_optimized
-from system.main import Deadlock, run_simulation
+from system.main import run_simulation
 
 COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
 
@@ -76,18 +74,7 @@ def test_orbit_runs_on_files_equal_the_event_path(tmp_path_factory, case) -> Non
     tmp = tmp_path_factory.mktemp("orbf")
     wl, groups, npus = write_layout(tmp, dp, tp, pp, micros, dp_inner, stage_ns, tp_coll, dp_coll, odd)
     net, cfg = _network(spec, npus), _config(knobs, None, 1)
-    try:
-        plain = run_simulation(wl, net, cfg, comm_groups=groups, backend=backend, symmetry=False, batching=False)
-    except (Deadlock, InputError) as e:
-        with pytest.raises(type(e)) as caught:
-            run_simulation(wl, net, cfg, comm_groups=groups, backend=backend)
-        assert str(caught.value) == str(e)
-        return
-    fast = run_simulation(wl, net, cfg, comm_groups=groups, backend=backend)
-    assert fast.finish_ns == plain.finish_ns
-    for key in ("messages", "bytes_sent", "bytes_received", "bytes_per_dim"):
-        assert fast.network_stats[key] == plain.network_stats[key], key
-    assert _report(fast) == _report(plain)
+    check_against_event_path(wl, net, cfg, groups, backend=backend)
 
 
 def test_a_rail_optimized_layout_runs_one_rank_per_stage(tmp_path: Path) -> None:
