@@ -69,6 +69,40 @@ def _topology_case(generator: dict, npus: int, size: int = 1 << 20, collective: 
             "collective": collective, "size": size, "extra": []}
 
 
+def _irregular_case(npus: int, kind: str = "Switch") -> dict:
+    """Issue 26's irregular layout: tp groups of 4 (ring all-reduce), each rank sending to its
+    neighbour in the next tp group and receiving from the previous one, dp-group all-gathers,
+    6 iterations, compute that differs per rank (whole µs, which ASTRA-sim reads): no shortcut
+    applies, every rank runs every message (congestion-aware)."""
+    return {"kind": "irregular", "dims": [(kind, npus)], "backend": "congestion-aware"}
+
+
+def _write_irregular(d: Path, npus: int, tp: int = 4, iterations: int = 6) -> Path:
+    import random
+
+    from workload.builder import GraphBuilder
+
+    dp = npus // tp
+    groups = {1 + g: [g * tp + t for t in range(tp)] for g in range(dp)}
+    groups.update({1 + dp + t: [g * tp + t for g in range(dp)] for t in range(tp)})
+    for r in range(npus):
+        g, t = divmod(r, tp)
+        nxt, prv = ((g + 1) % dp) * tp + t, ((g - 1) % dp) * tp + t
+        rng = random.Random(r)
+        b = GraphBuilder()
+        prev: list[int] = []
+        for it in range(iterations):
+            c = b.comp(f"compute {it}", 20_000 + 1_000 * rng.randint(0, 5_000), deps=prev)
+            a = b.collective(f"tp all-reduce {it}", "ALL_REDUCE", 1 << 20, deps=[c], pg_name=str(1 + g))
+            snd = b.send(f"send {it}", r, nxt, 1 << 18, 100 + it, deps=[a])
+            rcv = b.recv(f"recv {it}", prv, r, 1 << 18, 100 + it, deps=[a])
+            prev = [b.collective(f"dp all-gather {it}", "ALL_GATHER", 1 << 16, deps=[snd, rcv],
+                                 pg_name=str(1 + dp + t))]
+        b.write(d / "irregular", r)
+    (d / "groups.json").write_text(json.dumps({str(k): v for k, v in groups.items()}))
+    return d / "irregular"
+
+
 def _megatron_case(args: str) -> dict:
     """A layout from the Megatron generator (workload/megatron/) with the cluster files it writes:
     the wall is the simulation's, the generation is not counted."""
@@ -138,6 +172,9 @@ CASES: dict[str, dict] = {
         "--global-batch-size 16384 --micro-batch-size 1 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
         "--data-parallel-size 1024 --sequence-parallel --use-distributed-optimizer --recompute-granularity full "
         "--gpu h100 --topology fat-tree --per-orbit"),
+    # issue 26: irregular layouts, every rank simulated (congestion-aware Switch)
+    "irregular-switch64-aware": _irregular_case(64),
+    "irregular-switch256-aware": _irregular_case(256),
     "vgg13-dp64": _triosim_case("vgg13", {"dp": 64}, [("Ring", 64)]),
     "resnet50-8x8x4": _triosim_case("resnet50", {"dp": 8, "tp": 8, "pp": 4, "micro_batches": 4}, [("Ring", 256)]),
     # issue 13's layout: groups of tp 4, dp 8 and pp 4 ranks, 131,328 nodes, 27,776 collectives
@@ -230,6 +267,12 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
         ours = ["--workload", spec, "--network", str(d / "net.yml"), "--system", str(cfg),
                 "--remote-memory-configuration", str(mem), "--backend", backend]
         return Prepared(ours, [], backend, npus)
+    if case["kind"] == "irregular":
+        prefix = _write_irregular(d, npus)
+        groups = d / "groups.json"
+        ours = ["--workload", str(prefix), *common, "--comm-group-configuration", str(groups), "--backend", backend]
+        return Prepared(ours, [f"--workload-configuration={prefix}", *astra, f"--comm-group-configuration={groups}"],
+                        backend, npus)
     if case["kind"] == "collective":
         from workload.builder import write_collective_microbenchmark
 
