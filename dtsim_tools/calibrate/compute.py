@@ -3,6 +3,7 @@
 
     dtsim-calibrate compute --triosim examples/triosim/vgg13 --gpu h100 -o vgg_h100.json
     dtsim-calibrate compute --operators my_kernels.csv --gpu a100 -o a100.json
+    dtsim-calibrate compute --kineto trace.json --gpu h100 --dtype tf32 -o h100.json
     dtsim-calibrate compute --triosim DIR --gpu h100 --model vgg_h100.json     # only compare
 
 Two kinds of measured tables:
@@ -14,6 +15,14 @@ Two kinds of measured tables:
   them in reverse order) and do the input-gradient and the weight-gradient GEMM (the weight
   gradient alone where the input needs none: a first layer on the data). Every other operator
   is a memory-bound kernel that reads its inputs and writes its outputs.
+* ``--kineto TRACE.json``: a PyTorch profiler trace (Chrome JSON, ``record_shapes=True``), the
+  one Holistic Trace Analysis reads. Each GPU kernel is paired with its launch (``correlation``)
+  and the launch with the CPU operators around it on its thread; the kernel's time goes to the
+  outermost GEMM operator there (``aten::conv2d``/``convolution``/``convolution_backward``,
+  ``aten::linear``/``addmm``/``mm``/``bmm``/``matmul``, shapes from ``Input Dims``, a
+  convolution's stride, padding, dilation and groups from ``Concrete Inputs``), else to the
+  innermost ``aten::`` operator, a memory-bound kernel that reads its inputs and writes one
+  output as large as the largest (Kineto records no output shapes).
 * ``--operators CSV``: rows ``kind,m,n,k,batch,bytes,flops,time_us`` (``kind`` gemm or memory;
   a GEMM's bytes and FLOPs follow from m, n, k and batch when left empty; ``--dtype-bytes``).
 
@@ -165,6 +174,138 @@ def _nbytes(tid: int, shape: dict[int, tuple[int, ...]], elem: dict[int, int]) -
     return float(n * elem.get(tid, 4))
 
 
+# -- PyTorch profiler traces ------------------------------------------------------------------------
+
+_GEMM_OPS = ("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::convolution_backward",
+             "aten::linear", "aten::addmm", "aten::mm", "aten::bmm", "aten::matmul")
+_ELEM = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "half": 2, "bfloat16": 2}
+
+
+def read_kineto(path: str | Path) -> list[Measured]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(p, "", f"expected a PyTorch profiler trace (Chrome JSON): {e}") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise InputError(p, "", "expected a Chrome trace with 'traceEvents'")
+    ops_by_tid: dict[tuple, list[dict]] = {}
+    launches: dict[int, dict] = {}
+    kernels: list[dict] = []
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        if cat == "cpu_op":
+            ops_by_tid.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+        elif cat == "cuda_runtime" and "correlation" in e.get("args", {}):
+            launches[e["args"]["correlation"]] = e
+        elif cat == "kernel" and "correlation" in e.get("args", {}):
+            kernels.append(e)
+    if not kernels:
+        raise InputError(p, "", "no GPU kernels: profile with CUDA activities (and record_shapes=True)")
+    gpu_ns: dict[int, float] = {}  # id of the CPU operator event -> its kernels' time
+    chosen: dict[int, dict] = {}
+    for k in kernels:
+        launch = launches.get(k["args"]["correlation"])
+        if launch is None:
+            continue
+        ts = launch["ts"]
+        around = [o for o in ops_by_tid.get((launch.get("pid"), launch.get("tid")), ())
+                  if o["ts"] <= ts <= o["ts"] + o.get("dur", 0)]
+        if not around:
+            continue
+        around.sort(key=lambda o: (o["ts"], -o.get("dur", 0)))  # outermost first
+        gemms = [o for o in around if o["name"] in _GEMM_OPS]
+        atens = [o for o in around if o["name"].startswith("aten::")]
+        op = gemms[0] if gemms else (atens[-1] if atens else around[-1])
+        chosen[id(op)] = op
+        gpu_ns[id(op)] = gpu_ns.get(id(op), 0.0) + 1000.0 * float(k.get("dur", 0))
+    out = []
+    for key, op in sorted(chosen.items(), key=lambda kv: kv[1]["ts"]):
+        ops = _kineto_ops(op)
+        if ops is not None and gpu_ns[key] > 0:
+            out.append(Measured(op["name"], ops, gpu_ns[key]))
+    if not out:
+        raise InputError(p, "", "no CPU operator with recorded shapes launched the GPU kernels (record_shapes=True)")
+    return out
+
+
+def _ints(text: str) -> list[int]:
+    text = str(text).strip().strip("[]")
+    return [int(x) for x in text.replace(",", " ").split()] if text else []
+
+
+def _kineto_ops(op: dict) -> tuple[Op, ...] | None:
+    args = op.get("args", {})
+    dims = args.get("Input Dims") or []
+    types = args.get("Input type") or []
+    concrete = args.get("Concrete Inputs") or [""] * len(dims)
+    name = op["name"]
+    eb = _ELEM.get(types[0] if types else "float", 4)
+    try:
+        if name in ("aten::mm", "aten::matmul") and len(dims) >= 2 and len(dims[0]) >= 2:
+            a, b = dims[0], dims[1]
+            m = 1
+            for v in a[:-1]:
+                m *= v
+            return (gemm(name, m, b[-1], a[-1], eb),)
+        if name == "aten::bmm":
+            a, b = dims[0], dims[1]
+            return (gemm(name, a[1], b[2], a[2], eb, a[0]),)
+        if name == "aten::addmm":
+            a, b = dims[1], dims[2]
+            return (gemm(name, a[0], b[1], a[1], eb),)
+        if name == "aten::linear":
+            return (gemm(name, *_linear_gemm(tuple(dims[0]), tuple(dims[1])), elem_bytes=eb),)
+        if name in ("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution"):
+            x, w = dims[0], dims[1]
+            stride, pad, dil = (_ints(concrete[i]) for i in (3, 4, 5))
+            groups = int(concrete[8] if name == "aten::convolution" else concrete[6] or 1)
+            return (gemm(name, *_conv_dims(x, w, stride, pad, dil, groups), elem_bytes=eb),)
+        if name == "aten::convolution_backward":
+            x, w = dims[1], dims[2]  # dims[0]: the output gradient
+            stride, pad, dil = (_ints(concrete[i]) for i in (4, 5, 6))
+            groups = int(concrete[9] or 1)
+            mask = [v.strip() == "True" for v in str(concrete[10]).strip("[]").split(",")]
+            m, n, k = _conv_dims(x, w, stride, pad, dil, groups)
+            out = []
+            if mask and mask[0]:
+                out.append(gemm(f"{name} dgrad", m, k, n, eb))
+            if len(mask) > 1 and mask[1]:
+                out.append(gemm(f"{name} wgrad", k, n, m, eb))
+            return tuple(out) or None
+    except (IndexError, ValueError, TypeError):
+        return None  # shapes missing or of another form: not counted
+    sizes = []
+    for d, t in zip(dims, types):
+        if isinstance(d, list) and d:
+            n = 1
+            for v in d:
+                n *= v
+            sizes.append(n * _ELEM.get(t, 4))
+    if not sizes:
+        return None
+    return (memory(name, float(sum(sizes) + max(sizes))),)
+
+
+def _conv_dims(x: list[int], w: list[int], stride: list[int], pad: list[int], dil: list[int],
+               groups: int) -> tuple[int, int, int]:
+    """(M, N, K) of a convolution as an implicit GEMM, output size from stride, padding, dilation."""
+    spatial = 1
+    for i, size in enumerate(x[2:]):
+        k = w[2 + i]
+        s = stride[i] if i < len(stride) else (stride[0] if stride else 1)
+        p = pad[i] if i < len(pad) else (pad[0] if pad else 0)
+        d = dil[i] if i < len(dil) else (dil[0] if dil else 1)
+        spatial *= (size + 2 * p - d * (k - 1) - 1) // s + 1
+    k = 1
+    for v in w[1:]:
+        k *= v
+    return x[0] * spatial, w[0], k
+
+
 # -- a plain table -----------------------------------------------------------------------------------
 
 def read_operators(path: str | Path, dtype_bytes: int = 2) -> list[Measured]:
@@ -261,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Fit the Megatron generator's compute model to measured operator times.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--triosim", metavar="DIR", help="a TrioSim trace folder (trace.csv + tensor.csv)")
+    src.add_argument("--kineto", metavar="TRACE.json", help="a PyTorch profiler trace with CUDA kernels and shapes")
     src.add_argument("--operators", metavar="CSV", help="rows kind,m,n,k,batch,bytes,flops,time_us")
     p.add_argument("--gpu", required=True, help="the GPU the times were measured on (a100, h100, ...)")
     p.add_argument("--dtype", help="peak FLOP/s of this dtype (default: --model's, else fp32 for a TrioSim trace, "
@@ -280,10 +422,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if e.code in (0, None) else 2
     try:
         gpu = gpu_preset(a.gpu)
-        rows = read_triosim(a.triosim) if a.triosim else read_operators(a.operators, a.dtype_bytes)
+        rows = read_triosim(a.triosim) if a.triosim else read_kineto(a.kineto) if a.kineto else \
+            read_operators(a.operators, a.dtype_bytes)
         base = ComputeModel.from_file(a.model) if a.model else ComputeModel()
         if a.dtype or not a.model:
-            base = base.with_values(dtype=a.dtype or ("fp32" if a.triosim else base.dtype))
+            base = base.with_values(dtype=a.dtype or ("fp32" if a.triosim or a.kineto else base.dtype))
         base.time_ns(rows[0].ops[0] if rows[0].ops else memory("probe", 1.0), gpu)  # the dtype has a peak
         if a.output:
             model, err = fit(rows, gpu, base)

@@ -77,3 +77,73 @@ def test_comparing_without_fitting_and_bad_tables(tmp_path: Path, capsys) -> Non
     assert "row 3" in err and "neither gemm nor memory" in err
     assert not (tmp_path / "m.json").exists()
     assert main(["compute", "--operators", str(bad), "--gpu", "z900"]) == 2
+
+
+def _kineto(tmp_path: Path, gpu: ComputeModel) -> Path:
+    """A profiler trace as PyTorch writes one (cpu_op, cuda_runtime and kernel events paired by
+    correlation id), with kernel times the model ``gpu`` gives: a convolution (stride 2, padding
+    1) inside aten::conv2d > aten::convolution, its backward, a linear layer, a ReLU, and an
+    operator without shapes, which is left out."""
+    h100 = gpu_preset("h100")
+    events, corr, ts = [], [1000], [0]
+
+    def op(name: str, dims: list, concrete: list, kernels: list[float], types: list | None = None, inner=None):
+        start = ts[0]
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": start, "dur": 100,
+                       "args": {"Input Dims": dims, "Input type": types or ["float"] * len(dims),
+                                "Concrete Inputs": concrete}})
+        if inner is not None:
+            events.append({"ph": "X", "cat": "cpu_op", "name": inner, "pid": 1, "tid": 1, "ts": start + 1,
+                           "dur": 98, "args": {}})
+        for i, ns in enumerate(kernels):
+            corr[0] += 1
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": start + 10 + i, "dur": 2, "args": {"correlation": corr[0]}})
+            events.append({"ph": "X", "cat": "kernel", "name": f"k{corr[0]}", "pid": 0, "tid": 7,
+                           "ts": start + 200 + i, "dur": ns / 1000.0, "args": {"correlation": corr[0]}})
+        ts[0] += 1000
+
+    conv = gemm("c", 64 * 56 * 56, 128, 64 * 9, 4)  # x [64,64,112,112], w [128,64,3,3], stride 2 -> 56 x 56
+    op("aten::conv2d", [[64, 64, 112, 112], [128, 64, 3, 3], [128], [], [], [], []],
+       ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"], [gpu.time_ns(conv, h100)], inner="aten::convolution")
+    dgrad, wgrad = gemm("d", 64 * 56 * 56, 64 * 9, 128, 4), gemm("w", 64 * 9, 128, 64 * 56 * 56, 4)
+    op("aten::convolution_backward", [[64, 128, 56, 56], [64, 64, 112, 112], [128, 64, 3, 3]] + [[]] * 8,
+       ["", "", "", "[128]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"],
+       [gpu.time_ns(dgrad, h100), gpu.time_ns(wgrad, h100)])
+    lin = gemm("l", 256, 1000, 4096, 4)
+    op("aten::linear", [[256, 4096], [1000, 4096], [1000]], ["", "", ""], [gpu.time_ns(lin, h100)], inner="aten::addmm")
+    relu = memory("r", 2 * 64 * 128 * 56 * 56 * 4.0)
+    op("aten::relu_", [[64, 128, 56, 56]], [""], [gpu.time_ns(relu, h100)])
+    op("aten::copy_", [], [], [5000.0])
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_a_pytorch_trace_reads_shapes_and_kernel_times(tmp_path: Path) -> None:
+    from dtsim_tools.calibrate.compute import read_kineto
+
+    truth = ComputeModel(gemm_eff=0.55, gemm_half_dim=90.0, mem_eff=0.85, overhead_ns=2500.0, dtype="tf32")
+    rows = read_kineto(_kineto(tmp_path, truth))
+    assert [r.name for r in rows] == ["aten::conv2d", "aten::convolution_backward", "aten::linear", "aten::relu_"]
+    assert rows[0].ops[0].gemm == (1, 64 * 56 * 56, 128, 576)  # the outermost GEMM op, output from stride
+    assert [o.gemm for o in rows[1].ops] == [(1, 64 * 56 * 56, 576, 128), (1, 576, 128, 64 * 56 * 56)]
+    assert rows[2].ops[0].gemm == (1, 256, 1000, 4096)
+    gpu = gpu_preset("h100")
+    for r in rows:  # the kernels' time, each on its operator (to Kineto's µs with 3 decimals)
+        assert abs(predict_ns(r, truth, gpu) - r.measured_ns) < 1.0
+
+
+def test_kineto_and_triosim_of_one_gpu_agree(shared_anchors: Path, tmp_path: Path) -> None:
+    """TrioSim's H100 VGG-13 runs: its profiler trace (batch 512) and its converted CSV (batch 128,
+    another run) read by the two readers give knobs that predict each other within 25 %."""
+    from dtsim_tools.calibrate.compute import read_kineto
+
+    gpu = gpu_preset("h100")
+    kin = read_kineto(shared_anchors.parent / "triosim" / "tracer" / "data" / "profiler" / "profiler_vgg13-iter41.json")
+    csv = read_triosim(VGG)
+    base = ComputeModel(dtype="tf32")
+    from_kin, _ = fit(kin, gpu, base)
+    from_csv, _ = fit(csv, gpu, base)
+    assert total_error(csv, from_kin, gpu) < 0.25 and total_error(kin, from_csv, gpu) < 0.25
+    assert abs(from_kin.gemm_eff - from_csv.gemm_eff) < 0.1
