@@ -2,7 +2,7 @@
 network/analytical/graph_links.py): the same answer as simulating every rank.
 
 Rotations of the dp and tp groups are symmetries of a rail-optimized cluster when the tp groups
-are its servers; on a fat-tree ECMP's hash may route an image pair elsewhere, and then the run
+are its servers; on a fat-tree (two or three tiers) ECMP's hash may route an image pair elsewhere, and then the run
 must notice (FastPathConflict) and redo itself on the every-event path. The property test draws
 both, on both analytical backends, and compares every rank, the traffic counters and the report
 (the per-link-class table included).
@@ -41,7 +41,10 @@ def cases(draw):
     pp = draw(st.sampled_from([1, 2]))
     npus = dp * tp * pp
     per = draw(st.sampled_from([a for a in (2, 4, 8) if npus % a == 0 and a < npus] or [1]))
-    if draw(st.booleans()) and per > 1:
+    shape = draw(st.sampled_from(["rail", "fat-tree", "fat-tree-3"]))
+    if shape == "fat-tree-3" and per > 1 and (npus // per) % 2 == 0:
+        spec = {"shape": "fat-tree-3", "npus-per-leaf": per, "leaves": 2, "pods": npus // per // 2}
+    elif shape == "rail" and per > 1:
         spec = _rail(npus // per, per, draw(st.sampled_from([1, 2])))
     else:
         spec = {"shape": "fat-tree", "npus-per-leaf": per, "leaves": npus // per,
