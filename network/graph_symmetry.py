@@ -178,10 +178,6 @@ class RotationGroup:
         diff = (self._digits[i] - self._digits) % orders
         return (diff @ scales).tolist() if len(orders) else [0]
 
-    def compose(self, i: int, j: int) -> int:
-        """g_i ∘ g_j (G is abelian)."""
-        return self.index([a + b for a, b in zip(self.exponents(i), self.exponents(j))])
-
     def rank(self, j: int, x: int) -> int:
         for cyc, a in zip(self._ranks, self.exponents(j)):
             if a:

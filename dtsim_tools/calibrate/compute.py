@@ -351,18 +351,22 @@ def total_error(rows: Sequence[Measured], model: ComputeModel, gpu: GpuPreset) -
     return sum(abs(predict_ns(r, model, gpu) - r.measured_ns) for r in rows) / sum(r.measured_ns for r in rows)
 
 
-def _to_model(x: np.ndarray, base: ComputeModel) -> ComputeModel:
+def vector_model(x: np.ndarray, base: ComputeModel, knobs: Sequence[str], bounds: dict[str, tuple[float, float]],
+                 source: str) -> ComputeModel:
+    """The model whose ``knobs`` the search vector ``x`` gives: efficiencies through a logistic,
+    the rest as log(1 + value), each clamped to its bounds (Nelder-Mead searches unbounded)."""
     vals = {}
-    for k, v in zip(KNOBS, x):
-        lo, hi = _BOUNDS[k]
+    for k, v in zip(knobs, x):
+        lo, hi = bounds[k]
         raw = 1 / (1 + math.exp(-v)) if k.endswith("_eff") else math.exp(v) - 1.0
         vals[k] = float(min(hi, max(lo, raw)))
-    return base.with_values(**vals, source="dtsim-calibrate compute")
+    return base.with_values(**vals, source=source)
 
 
-def _from_model(m: ComputeModel) -> np.ndarray:
+def model_vector(m: ComputeModel, knobs: Sequence[str]) -> np.ndarray:
+    """``vector_model``'s inverse."""
     out = []
-    for k in KNOBS:
+    for k in knobs:
         v = getattr(m, k)
         out.append(math.log(v / (1 - v)) if k.endswith("_eff") and v < 1 else 5.0 if k.endswith("_eff")
                    else math.log(v + 1.0))
@@ -370,15 +374,19 @@ def _from_model(m: ComputeModel) -> np.ndarray:
 
 
 def fit(rows: Sequence[Measured], gpu: GpuPreset, base: ComputeModel, evals: int = 600) -> tuple[ComputeModel, float]:
-    def objective(x: np.ndarray) -> float:
-        return total_error(rows, _to_model(x, base), gpu)
+    def model(x: np.ndarray) -> ComputeModel:
+        return vector_model(x, base, KNOBS, _BOUNDS, "dtsim-calibrate compute")
 
-    best_x, best = _from_model(base), objective(_from_model(base))
+    def objective(x: np.ndarray) -> float:
+        return total_error(rows, model(x), gpu)
+
+    best_x = model_vector(base, KNOBS)
+    best = objective(best_x)
     for start in (base, base.with_values(gemm_eff=0.5, gemm_half_dim=64.0, mem_eff=0.6, overhead_ns=2000.0)):
-        x, err = nelder_mead(objective, _from_model(start), step=0.5, max_evals=evals, tol=1e-7)
+        x, err = nelder_mead(objective, model_vector(start, KNOBS), step=0.5, max_evals=evals, tol=1e-7)
         if err < best:
             best_x, best = x, err
-    return _to_model(best_x, base), best
+    return model(best_x), best
 
 
 def _table(rows: Sequence[Measured], model: ComputeModel, gpu: GpuPreset) -> str:

@@ -6,11 +6,11 @@ refuses it (cli.py).
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Sequence
 
 import numpy as np
 
+from dtsim_tools.calibrate.compute import model_vector, vector_model
 from network.calibrate.model import nelder_mead
 from workload.megatron import ComputeModel
 
@@ -19,19 +19,7 @@ _BOUNDS = {"gemm_eff": (0.2, 1.0), "gemm_half_dim": (1.0, 4096.0), "overhead_ns"
 
 
 def _to_model(x: np.ndarray, base: ComputeModel) -> ComputeModel:
-    vals = {}
-    for k, v in zip(KNOBS, x):
-        lo, hi = _BOUNDS[k]
-        vals[k] = float(min(hi, max(lo, math.exp(v) if k != "gemm_eff" else 1 / (1 + math.exp(-v)))))
-    return base.with_values(**vals, source="fitted")
-
-
-def _from_model(m: ComputeModel) -> np.ndarray:
-    out = []
-    for k in KNOBS:
-        v = getattr(m, k)
-        out.append(math.log(max(v, 1.0)) if k != "gemm_eff" else math.log(v / (1 - v)) if v < 1 else 5.0)
-    return np.array(out)
+    return vector_model(x, base, KNOBS, _BOUNDS, "fitted")
 
 
 def fit(rows: Sequence, predict: Callable[[object, ComputeModel], float], base: ComputeModel,
@@ -45,5 +33,5 @@ def fit(rows: Sequence, predict: Callable[[object, ComputeModel], float], base: 
         return err
 
     # about two simulator sweeps per simplex step: ``iters`` steps after the first simplex
-    x, err = nelder_mead(objective, _from_model(base), step=0.4, max_evals=len(KNOBS) + 1 + 2 * iters, tol=1e-4)
+    x, err = nelder_mead(objective, model_vector(base, KNOBS), step=0.4, max_evals=len(KNOBS) + 1 + 2 * iters, tol=1e-4)
     return _to_model(x, base), err

@@ -54,13 +54,14 @@ class Chunk:
 
     __slots__ = ("full", "route", "hop", "size_bytes", "tail", "ins")
 
-    def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int) -> None:
+    def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int,
+                 ins: tuple[int, ...] | None = None) -> None:
         self.full = full
         self.route = route
         self.hop = 0
         self.size_bytes = size_bytes
         self.tail = 0  # when its last byte reached the device it is on (PacketLink); the sender has it all
-        self.ins = None  # an orbit run's: per hop, the id of the input link (graph_links.GraphFlows.fold)
+        self.ins = ins  # an orbit run's: per hop, the id of the input link (graph_links.GraphFlows.fold)
 
 
 class Link:
@@ -305,9 +306,7 @@ class CongestionAwareBackend(AnalyticalBackend):
             raise FastPathConflict(f"a message {src} -> {dst} meets a batched ring phase on link {link.src}->{link.dst}")
         # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
         # first link starts serialising now, before anything else at this time.
-        chunk = Chunk(full, route, size_bytes)
-        chunk.ins = ins
-        link.send(chunk)
+        link.send(Chunk(full, route, size_bytes, ins))
 
     def _on_chunk_arrived(self, chunk: Chunk) -> None:
         """ASTRA-sim: Chunk::chunk_arrived_next_device."""

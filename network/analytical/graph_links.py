@@ -55,7 +55,7 @@ class GraphFlows:
         self._fold: Any = None  # the orbit run's RotationGroup (network/graph_symmetry.py)
         self._canon: dict[int, tuple[int, int]] = {}  # link → (its orbit's representative, the element mapping it there)
         self._orbit_of: dict[int, list[int]] = {}  # link → g_j(link) for every j (repeats where not free)
-        self._checked: set[tuple[int, int]] = set()  # pairs whose images route as their images
+        self._checked: set[tuple[int, int]] = set()  # pairs whose images are known to route as their images
         self._ties: set[tuple[int, ...]] = set()  # input sets whose order every element keeps
         self.ins: dict[tuple[int, int], tuple[int, ...]] = {}  # folded: per hop, the input link's image
 
@@ -130,7 +130,7 @@ class GraphFlows:
         automorphism maps it onto a shortest path of the image pair, which is then its only one."""
         routes = self._routes
         real, unique = routes.walk(src, dst, 0)
-        if not unique and (src, dst) not in self._checked:
+        if not unique:
             group = self._fold
             if group.size > _MAX_ROUTE_CHECKS:
                 raise FastPathConflict(f"the route {src} -> {dst} is one of several of equal length, and the orbit "
@@ -140,7 +140,7 @@ class GraphFlows:
                 if routes.path(a, b, 0) != tuple(group.link(j, lid) for lid in real):
                     raise FastPathConflict(f"the route {a} -> {b} is not the image of the route {src} -> {dst} "
                                            "under the orbit run's symmetry (ECMP chooses otherwise)")
-            self._checked.add((src, dst))
+        self._checked.add((src, dst))
         return real
 
     def check_pair(self, src: int, dst: int) -> None:
@@ -174,8 +174,7 @@ class GraphFlows:
         k = (src, dst, size_bytes)
         d = self._unaware.get(k)
         if d is None:
-            if self._fold is not None:
-                self._equivariant(src, dst)
+            self.check_pair(src, dst)
             d = self._unaware[k] = self.topology.path_delay_ns(src, dst, size_bytes)
         return d
 
