@@ -150,6 +150,9 @@ def test_four_rank_gloo_step(tmp_path) -> None:
     assert max(ends) - min(ends) <= 10_000                                       # coupled
 
 
+TORCH_TEARDOWN_ABORTS = (b"terminate called without an active exception", b"___pthread_mutex_lock: Assertion")
+
+
 @pytest.mark.slow
 def test_run_under_torchrun(tmp_path) -> None:
     import subprocess
@@ -166,9 +169,10 @@ def test_run_under_torchrun(tmp_path) -> None:
                             "--master-port", str(free_port()), "-m", "workload.collect", "run", "--step", "2",
                             "--out", str(out), "--", str(script), "3"],
                            capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
-        # torch's gloo teardown sometimes ends a finished worker in std::terminate (exit 250, about 1
-        # run in 7 here, with or without destroy_process_group): that run proves nothing either way
-        if r.returncode == 0 or b"terminate called without an active exception" not in r.stderr:
+        # torch's gloo and profiler threads sometimes abort a finished worker in the interpreter's
+        # teardown; script_runner now skips that teardown, and an abort torch raises earlier (in its own
+        # exit handlers) proves nothing about the collection either way
+        if r.returncode == 0 or not any(s in r.stderr for s in TORCH_TEARDOWN_ABORTS):
             break
     assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
     _check_counts(_convert_and_simulate(out, 2, tmp_path), out, 2)

@@ -128,7 +128,10 @@ def run_script(command: list[str], step: int, out: str | os.PathLike, threads: i
         raise ModelSpecError(None, "run", "give the script after '--', e.g. run --step 3 -- train.py --lr 0.1")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, *command] if command[0].endswith(".py") else list(command)
+    # a script runs under script_runner, which skips the interpreter teardown once the script and its exit
+    # handlers are done: torch can abort a finished process there and fail a complete collection
+    cmd = ([sys.executable, "-m", "workload.collect.script_runner", *command] if command[0].endswith(".py")
+           else list(command))
     if "RANK" not in os.environ:               # under torchrun the other ranks' files are theirs
         _clear_steps(out)
     with tempfile.TemporaryDirectory(prefix="dtsim-collect-") as site:
