@@ -84,3 +84,15 @@ def test_bench_checks_its_inputs_and_outputs_before_running(tmp_path: Path, caps
     assert "ending in .json" in capsys.readouterr().err
     assert bench.main(["--cases", "vgg13-dp64", "--examples", str(tmp_path)]) == 2
     assert "--examples" in capsys.readouterr().err
+
+
+def test_bench_byte_compiles_the_run_first(tmp_path, monkeypatch, capsys) -> None:
+    # where PYTHONDONTWRITEBYTECODE is set, an editable install never writes .pyc files and every
+    # timed run would compile its modules again: the bench writes them first, as pip install does
+    pkg = tmp_path / "network"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("X = 1\n")
+    monkeypatch.setattr(bench, "PACKAGE_ROOT", tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    bench._byte_compile()
+    assert [p.name.split(".")[0] for p in (pkg / "__pycache__").glob("*.pyc")] == ["__init__"]
