@@ -34,14 +34,12 @@ computed on first use and cached. Links are created when a route first uses them
 from __future__ import annotations
 
 from collections import deque
-from heapq import heappush
 from typing import TYPE_CHECKING
 
 from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, NetworkConfigError
-from network.event_queue import EventQueue
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
 
@@ -72,9 +70,7 @@ class Link:
 
     __slots__ = ("src", "dst", "dim", "busy", "pending", "peak_pending", "chunks",
                  "latency_ns", "bytes_per_ns", "delays", "_schedule", "_on_arrived", "_queue",
-                 "last_start", "free_at", "claim_until", "claim_last", "claim_recent", "_free_event", "_cal")
-
-    arrivals = None  # PacketLink's same-tick arbitration; a Link sends in event order
+                 "last_start", "free_at", "claim_until", "claim_last", "claim_recent")
 
     def __init__(self, src: int, dst: int, dim: int, latency_ns: float, bytes_per_ns: float,
                  delays: dict[int, tuple[int, int]], schedule, on_arrived) -> None:
@@ -88,10 +84,7 @@ class Link:
         self.delays = delays  # shared by the links of one dimension
         self._schedule = schedule
         self._on_arrived = on_arrived
-        self._queue = schedule.__self__  # the event queue, for its clock
-        self._free_event = (self._on_free, ())
-        # an EventQueue's calendar, which _transmit fills itself (another queue: through schedule)
-        self._cal = self._queue._cal if isinstance(self._queue, EventQueue) else None
+        self._queue = getattr(schedule, "__self__", None)  # the EventQueue, for its clock
         # what batched ring phases (link_pipes.py) need to know about the link's other traffic:
         # the last chunk it started and when it is free of it, and their own claim on it
         self.last_start = -1
@@ -117,31 +110,13 @@ class Link:
         if d is None:
             d = self.delays[size] = (link_arrival_ns(size, self.latency_ns, self.bytes_per_ns),
                                      link_serialization_ns(size, self.bytes_per_ns))
-        queue = self._queue
-        now = self.last_start = queue.now
-        # Arrival first, then link-free: ASTRA-sim inserts them in this order, and events at
-        # one time run in insertion order (docs/astra-sim-semantics.md §6.3). EventQueue.schedule,
-        # inlined: two per hop are most of a congestion-aware run's events
-        cal = self._cal
-        if cal is None:
+        if self._queue is not None:
+            now = self.last_start = self._queue.now
             self.free_at = now + d[1]
-            self._schedule(d[0], self._on_arrived, chunk)
-            self._schedule(d[1], self._on_free)
-            return
-        t = now + d[0]
-        lst = cal.get(t)
-        if lst is None:
-            cal[t] = [(self._on_arrived, (chunk,))]
-            heappush(queue._times, t)
-        else:
-            lst.append((self._on_arrived, (chunk,)))
-        t = self.free_at = now + d[1]
-        lst = cal.get(t)
-        if lst is None:
-            cal[t] = [self._free_event]
-            heappush(queue._times, t)
-        else:
-            lst.append(self._free_event)
+        # Arrival first, then link-free: ASTRA-sim inserts them in this order, and events at
+        # one time run in insertion order (docs/astra-sim-semantics.md §6.3).
+        self._schedule(d[0], self._on_arrived, chunk)
+        self._schedule(d[1], self._on_free)
 
     def _on_free(self) -> None:
         """ASTRA-sim: Link::link_become_free."""
@@ -324,17 +299,14 @@ class CongestionAwareBackend(AnalyticalBackend):
             if route is None:
                 route = self._routes[(src, dst)] = self._build_route(src, dst)
         link = route[0]
-        now = self.queue.now
-        if not now and not self.time_zero_event and not link_serialization_ns(size_bytes, link.bytes_per_ns):
+        if not self.queue.now and not self.time_zero_event and \
+                not link_serialization_ns(size_bytes, link.bytes_per_ns):
             self.time_zero_event = (src, dst, size_bytes)  # see astra_sim_notes
-        if link.claim_until > now:
+        if link.claim_until > self.queue.now:
             raise FastPathConflict(f"a message {src} -> {dst} meets a batched ring phase on link {link.src}->{link.dst}")
         # Sent synchronously, as ASTRA-sim's sim_send → Topology::send → Link::send: a free
         # first link starts serialising now, before anything else at this time.
-        if link.busy or link.arrivals is not None:
-            link.send(Chunk(full, route, size_bytes, ins))
-        else:
-            link._transmit(Chunk(full, route, size_bytes, ins))
+        link.send(Chunk(full, route, size_bytes, ins))
 
     def _on_chunk_arrived(self, chunk: Chunk) -> None:
         """ASTRA-sim: Chunk::chunk_arrived_next_device."""
@@ -347,10 +319,7 @@ class CongestionAwareBackend(AnalyticalBackend):
             link = route[hop]
             if link.claim_until > self.queue.now:
                 raise FastPathConflict(f"a chunk meets a batched ring phase on link {link.src}->{link.dst}")
-            if link.busy or link.arrivals is not None:  # Link.send's queueing (PacketLink's always)
-                link.send(chunk)
-            else:
-                link._transmit(chunk)
+            link.send(chunk)
 
     # -- batched ring phases (system/shortcuts/ring_batch.py) ---------------------------------------
     def pipes_possible(self, pairs: list[tuple[int, int]]) -> bool:
