@@ -66,12 +66,14 @@ class _Phase:
     """One ring phase: its ranks in ring order and their progress."""
 
     __slots__ = ("n", "ids", "steps", "size", "endpoint", "extra", "succ", "flow_in", "flow_out", "joined",
-                 "t_last", "sent", "got", "arr", "finished", "last", "handed", "on_done", "left", "cum",
-                 "touched", "ending", "bnd", "w")
+                 "t_last", "sent", "got", "arr", "finished", "last", "handed", "on_done", "left", "unhanded", "cum",
+                 "touched", "ending", "bnd", "w", "order", "dirty")
 
     def __init__(self, ids: Sequence[int], pred: Sequence[int], steps: int, size: int, endpoint: int,
-                 extra: Sequence[int], flow_in: np.ndarray) -> None:
+                 extra: Sequence[int], flow_in: np.ndarray, order: int = 0, dirty: list | None = None) -> None:
         n = len(ids)
+        self.order = order  # its place among the phases: touched ones are looked at in this order
+        self.dirty = [] if dirty is None else dirty  # the phases touched since the pump last looked
         self.ids = list(ids)
         self.n, self.steps, self.size, self.endpoint = n, steps, size, endpoint
         self.extra = np.asarray(list(extra) + [0] * max(0, steps + 2 - len(extra)), dtype=np.int64)
@@ -96,7 +98,8 @@ class _Phase:
         self.last = np.zeros(n, dtype=np.int64)  # the last receive, once finished
         self.handed = np.zeros(n, dtype=bool)  # handed back to the system layer
         self.on_done: list[Callable[[int], None] | None] = [None] * n
-        self.left = n  # ranks not yet handed back
+        self.left = n  # ranks whose last receive is not known yet
+        self.unhanded = n  # ranks not yet handed back
         # ranks that something happened to that may let them send (a join, an arrival): a set of
         # indices, ALL, or None
         self.touched: set[int] | object | None = None
@@ -108,15 +111,22 @@ class _Phase:
         t = self.touched
         if t is None:
             self.touched = {i}
+            self.dirty.append(self)
         elif t is not ALL:
             t.add(i)  # type: ignore[union-attr]
 
     def touch_many(self, idx: np.ndarray) -> None:
         if len(idx) > SCALAR or self.touched is ALL:
+            if self.touched is None:
+                self.dirty.append(self)
             self.touched = ALL
         else:
             for i in idx.tolist():
                 self.touch(i)
+
+
+def _by_order(ph: _Phase) -> int:
+    return ph.order
 
 
 class RingFlows:
@@ -146,6 +156,9 @@ class RingFlows:
         self._reach_cache: dict[int, tuple[tuple, np.ndarray]] = {}
         self._served: dict[Any, tuple[int, int]] = {}  # shared link → the last (arrival, input) it served
         self._phases: list[_Phase] = []
+        self._gone = False  # a phase was handed back on every rank: drop it from _phases
+        self._dirty: list[_Phase] = []  # phases touched since the pump last looked (_Phase.touch)
+        self._made = 0
         self._heap: list[tuple] = []
         self._seq = 0
         self._look = FOREVER
@@ -166,7 +179,8 @@ class RingFlows:
         known = (len(self._routes), len(self._shared), len(self._sizes))
         fids = np.asarray([self._flow(ids[p], ids[i]) for i, p in enumerate(pred)], dtype=np.intp)
         self._sizes.add(size)
-        ph = _Phase(ids, pred, steps, size, endpoint, extra, fids)
+        self._made += 1
+        ph = _Phase(ids, pred, steps, size, endpoint, extra, fids, self._made, self._dirty)
         self._phases.append(ph)
         least = min([endpoint] + [int(x) for x in ph.extra[2:steps + 1]])
         self._endpoint_min = min(self._endpoint_min, least)
@@ -349,12 +363,16 @@ class RingFlows:
         while True:
             ready = []
             tmin = treach = FOREVER  # the ready ranks' earliest send, and earliest reach of a shared link
-            for ph in self._phases:
+            dirty = self._dirty
+            if len(dirty) > 1:
+                dirty.sort(key=_by_order)
+            touched_phases = dirty[:]
+            dirty.clear()
+            for ph in touched_phases:
                 touched = ph.touched
-                if touched is None:
-                    continue
                 ph.touched = None
-                self._hand_back(ph)  # ranks whose last receive is known: their end bounds the horizon
+                if ph.ending:
+                    self._hand_back(ph)  # ranks whose last receive is known: their end bounds the horizon
                 if touched is not ALL and len(touched) <= SCALAR:  # type: ignore[arg-type]
                     few = self._ready_few(ph, touched)  # type: ignore[arg-type]
                     if few:
@@ -406,9 +424,11 @@ class RingFlows:
                 if len(again):
                     ph.touch_many(again)
         for ph in self._phases:
-            if ph.left:
+            if ph.ending:
                 self._hand_back(ph)
-        self._phases = [ph for ph in self._phases if ph.left or not ph.handed.all()]  # finished ones go
+        if self._gone:
+            self._gone = False
+            self._phases = [ph for ph in self._phases if ph.unhanded]  # finished ones go
         if heap:
             # come back when the earliest waiting message can be served
             at = max(now + 1, heap[0][0] - self._endpoint_min - self._to_shared + 1)
@@ -476,6 +496,9 @@ class RingFlows:
 
     def _done(self, ph: _Phase, i: int, t: int) -> None:
         ph.handed[i] = True
+        ph.unhanded -= 1
+        if not ph.unhanded:
+            self._gone = True
         self._bound = None
         rank = ph.ids[i]
         held = self._held[rank] - 1
@@ -513,7 +536,7 @@ class RingFlows:
                     b = ph.bnd[busy & ~has_all]
                     if len(b):
                         part_t = min(part_t, int(b.min()))
-                if ph.left < ph.n and not ph.handed.all():
+                if ph.left < ph.n and ph.unhanded:
                     waiting = ph.finished & ~ph.handed
                     if waiting.any():
                         done_t = min(done_t, int(ph.last[waiting].min()))
