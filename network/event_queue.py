@@ -44,6 +44,28 @@ class EventQueue:
         else:
             lst.append((callback, args))
 
+    def schedule_two(self, delay_a: int, callback_a: Callable[..., None], args_a: tuple,
+                     delay_b: int, callback_b: Callable[..., None], args_b: tuple) -> None:
+        """``schedule(delay_a, callback_a, *args_a)`` then ``schedule(delay_b, callback_b, *args_b)``,
+        in one call: a congestion-aware link starts every message hop this way (an arrival and its
+        release), and on multi-hop routes the second call was a fifth of the hop's cost."""
+        now = self.now
+        cal = self._cal
+        t = now + delay_a
+        lst = cal.get(t)
+        if lst is None:
+            cal[t] = [(callback_a, args_a)]
+            heapq.heappush(self._times, t)
+        else:
+            lst.append((callback_a, args_a))
+        t = now + delay_b
+        lst = cal.get(t)
+        if lst is None:
+            cal[t] = [(callback_b, args_b)]
+            heapq.heappush(self._times, t)
+        else:
+            lst.append((callback_b, args_b))
+
     def __len__(self) -> int:
         return sum(map(len, self._cal.values()))
 

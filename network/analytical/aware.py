@@ -70,7 +70,7 @@ class Link:
 
     __slots__ = ("src", "dst", "dim", "busy", "pending", "peak_pending", "chunks",
                  "latency_ns", "bytes_per_ns", "delays", "_schedule", "_on_arrived", "_queue",
-                 "last_start", "free_at", "claim_until", "claim_last", "claim_recent")
+                 "last_start", "free_at", "claim_until", "claim_last", "claim_recent", "_free_cb", "_two")
 
     def __init__(self, src: int, dst: int, dim: int, latency_ns: float, bytes_per_ns: float,
                  delays: dict[int, tuple[int, int]], schedule, on_arrived) -> None:
@@ -84,7 +84,9 @@ class Link:
         self.delays = delays  # shared by the links of one dimension
         self._schedule = schedule
         self._on_arrived = on_arrived
+        self._free_cb = self._on_free  # bound once: scheduled at every hop
         self._queue = getattr(schedule, "__self__", None)  # the EventQueue, for its clock
+        self._two = getattr(self._queue, "schedule_two", None)  # both events of a hop in one call
         # what batched ring phases (link_pipes.py) need to know about the link's other traffic:
         # the last chunk it started and when it is free of it, and their own claim on it
         self.last_start = -1
@@ -110,13 +112,17 @@ class Link:
         if d is None:
             d = self.delays[size] = (link_arrival_ns(size, self.latency_ns, self.bytes_per_ns),
                                      link_serialization_ns(size, self.bytes_per_ns))
-        if self._queue is not None:
-            now = self.last_start = self._queue.now
-            self.free_at = now + d[1]
         # Arrival first, then link-free: ASTRA-sim inserts them in this order, and events at
         # one time run in insertion order (docs/astra-sim-semantics.md §6.3).
-        self._schedule(d[0], self._on_arrived, chunk)
-        self._schedule(d[1], self._on_free)
+        queue = self._queue
+        if queue is not None:
+            now = self.last_start = queue.now
+            self.free_at = now + d[1]
+        if self._two is not None:
+            self._two(d[0], self._on_arrived, (chunk,), d[1], self._free_cb, ())
+        else:
+            self._schedule(d[0], self._on_arrived, chunk)
+            self._schedule(d[1], self._on_free)
 
     def _on_free(self) -> None:
         """ASTRA-sim: Link::link_become_free."""
@@ -319,7 +325,10 @@ class CongestionAwareBackend(AnalyticalBackend):
             link = route[hop]
             if link.claim_until > self.queue.now:
                 raise FastPathConflict(f"a chunk meets a batched ring phase on link {link.src}->{link.dst}")
-            link.send(chunk)
+            if type(link) is Link and not link.busy:
+                link._transmit(chunk)  # Link.send's free-link case, one call less per hop
+            else:
+                link.send(chunk)
 
     # -- batched ring phases (system/shortcuts/ring_batch.py) ---------------------------------------
     def pipes_possible(self, pairs: list[tuple[int, int]]) -> bool:

@@ -187,6 +187,36 @@ def test_calendar_queue_runs_events_in_the_heap_order(program) -> None:
     assert fast == plain
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 4), max_size=4)), min_size=1, max_size=40))
+def test_schedule_two_runs_as_two_schedules(program) -> None:
+    """A link's hop schedules its arrival and its release in one call: the same order and times as
+    two calls to schedule (delay 0 and equal delays included)."""
+    from network.event_queue import EventQueue
+
+    def drive(q, paired: bool) -> list[tuple[int, int]]:
+        log: list[tuple[int, int]] = []
+
+        def ev(i: int) -> None:
+            log.append((q.now, i))
+            ds = program[i][1] if len(log) < 200 else []
+            j = 0
+            while j < len(ds):
+                a = (i + ds[j] + 1) % len(program)
+                if paired and j + 1 < len(ds):
+                    b = (i + ds[j + 1] + 1) % len(program)
+                    q.schedule_two(ds[j], ev, (a,), ds[j + 1], ev, (b,))
+                    j += 2
+                else:
+                    q.schedule(ds[j], ev, a)
+                    j += 1
+        for i, (delay, _) in enumerate(program):
+            q.schedule(delay, ev, i)
+        q.run()
+        return log
+    assert drive(EventQueue(), True) == drive(HeapQueue(), False)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(w=workloads(), backend=st.sampled_from(["congestion-unaware", "congestion-aware"]),
        splits=st.sampled_from([1, 2, 4]), active=st.sampled_from([1, 2]), impl=st.sampled_from(["ring", "direct"]))
