@@ -154,6 +154,10 @@ CASES: dict[str, dict] = {
                                                    collective="ALL_TO_ALL", size=1 << 20),
     "dbt-ar-switch256": _collective_case([("Switch", 256)], ("--no-symmetry",), impl="doubleBinaryTree",
                                          size=1 << 20),
+    # halving-doubling on an aware Ring: its partner pattern has no rotation symmetry, so every rank
+    # runs, and each message crosses up to 128 links as store-and-forward hops
+    "hd-ar-ring256-aware": _collective_case([("Ring", 256)], backend="congestion-aware", impl="halvingDoubling",
+                                            size=1 << 20),
     # issue 23: ring all-reduce on a 1,024-GPU rail-optimized cluster (128 servers of 8 behind their
     # NVSwitch, a switch per rail, 16 spines; per-pair ECMP makes some cross-server flows share links),
     # every rank simulated on the congestion-aware backend (network/analytical/ring_flows.py)

@@ -68,6 +68,8 @@ class AnalyticalBackend:
         self.bytes_received = 0
         self.bytes_per_dim = [0] * self.topology.dims_count
         self._dim_cache: dict[tuple[int, int], int] = {}
+        # one dimension: every message's bytes are dimension 0's (no lookup per message)
+        self._one_dim = self.topology.dims_count == 1 and type(self.topology).dim_to_transfer is Topology.dim_to_transfer
 
     def now(self) -> int:
         return self.queue.now
@@ -110,11 +112,14 @@ class AnalyticalBackend:
         msg[SENT_AT] = self.queue.now
         self.messages += 1
         self.bytes_sent += size_bytes
-        pair = (me, dst)
-        dim = self._dim_cache.get(pair)
-        if dim is None:
-            dim = self._dim_cache[pair] = self.topology.dim_to_transfer(me, dst)
-        self.bytes_per_dim[dim] += size_bytes
+        if self._one_dim:
+            self.bytes_per_dim[0] += size_bytes
+        else:
+            pair = (me, dst)
+            dim = self._dim_cache.get(pair)
+            if dim is None:
+                dim = self._dim_cache[pair] = self.topology.dim_to_transfer(me, dst)
+            self.bytes_per_dim[dim] += size_bytes
         self._transfer(me, dst, size_bytes, msg)
 
         key = (tag, src, me, size_bytes)
