@@ -19,6 +19,9 @@ SHARED = ROOT.parent / "shared"
 EXAMPLES = ROOT / "examples"
 # CI installs every extra (README, .ci/run): there a missing one is a broken setup, not a reason to skip
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+# no test spawns a background build of the ns-3 backend's C++ (network/ns3/precompiled.py) into
+# the user's cache: tests/network/test_ns3_precompiled.py builds one in a folder of its own
+os.environ.setdefault("DTSIM_NS3_PRECOMPILE", "0")
 NO_SHARED = (f"no ../shared beside this checkout ({SHARED} is missing): the cross-checks "
              "against the original ASTRA-sim/TrioSim anchor files are an extra layer")
 

@@ -336,6 +336,10 @@ class Ns3Backend(AnalyticalBackend):
         out["transport"] = self.settings.transport
         out["nodes"] = self.nodes_count
         out["links"] = self.links_count
+        from network.ns3 import loader
+
+        lib = loader.precompiled_library
+        out["cxx"] = "precompiled" if lib is not None else "jit"  # how our C++ got here (ns3/precompiled.py)
         if not isinstance(self._fabric, _Closed):
             out["connections"] = int(self._fabric.Streams())
             out["packets_dropped"] = int(self._fabric.Drops())

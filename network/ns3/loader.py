@@ -10,6 +10,9 @@ the installed package; where it is not what we expect, or ``DTSIM_NS3_FULL_IMPOR
 the package's own ``from ns import ns`` is used. Both give the same ``ns`` namespace
 (``cppyy.gbl.ns3``, with ``ns.cppyy`` and ``ns.LookupByNameFailSafe``).
 
+Our C++ is compiled by cling on first use (1.5 s of a small run) unless a library built from the
+same source ahead of time is in the cache: precompiled.py loads it first, or starts building it.
+
 Cling writes harmless ``[runStaticInitializersOnce]: Failed to materialize symbols …`` lines to
 the C-level stderr (docs: shared/docs/formats.md §C.1). We capture file descriptor 2 while
 importing and compiling and pass every other line through.
@@ -23,11 +26,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from network.ns3 import precompiled
 from network.ns3.fabric_cpp import SOURCE
 from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
 _NOISE = "runStaticInitializersOnce"
 _ns: Any = None
+#: the library of our C++ that this process loaded (precompiled.py), or None: cling JIT-compiled it
+precompiled_library: Path | None = None
 
 
 @contextlib.contextmanager
@@ -138,6 +144,8 @@ def _narrow_import() -> Any | None:
         cppyy.include(f"ns3/{header}")
     for lib in libraries:
         cppyy.load_library(str(lib))
+    global precompiled_library
+    precompiled_library = precompiled.load(cppyy, root, libdir, HEADERS)  # then cling need not JIT our C++
     cppyy.cppdef(_LOOKUP)
     ns = cppyy.gbl.ns3
     setattr(ns, "cppyy", cppyy)

@@ -1,0 +1,208 @@
+"""The ns-3 backend's C++ compiled ahead of time, cached on disk, so that a run need not JIT it.
+
+cppyy compiles our C++ (fabric_cpp.py, flow_routing_cpp.py) with cling, lazily, on first use:
+about 1.5 s of an 8-NPU run's 4.5 s went to that. When a shared library built from the very same
+source by the system's C++ compiler is loaded before the source is given to cling, cling takes
+the functions from the library instead of compiling them: the same code, so the same cycles
+(tests/network/test_ns3_precompiled.py), 1.5 s sooner.
+
+The library is keyed by a hash of everything that goes into it (our source, the headers, the ns3
+package's version and path, the compiler and its flags), so a changed source, package or compiler
+never meets an old library; it lives in ``$DTSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtsim``, else
+``~/.cache/dtsim``. The first ns-3 run that finds none starts ``python -m network.ns3.precompiled``
+in the background (about 15 s of one core) and says so on stderr; ``DTSIM_NS3_PRECOMPILE=0`` turns
+both the building and the loading off. Where there is no compiler, or the build or the load fails,
+the run JIT-compiles as before: the cache can only make a run start sooner.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+#: the ns-3 libraries the backend's C++ calls into, in link order
+LINK_MODULES = ("core", "network", "traffic-control", "internet", "point-to-point")
+#: -fkeep-inline-functions: our member functions are defined in their classes (inline), and the
+#: library must hold them even though nothing in it calls them: Python does
+FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-fkeep-inline-functions", "-w")
+#: a lock older than this belongs to a build that died
+_STALE_LOCK_S = 600
+
+
+def enabled() -> bool:
+    return os.environ.get("DTSIM_NS3_PRECOMPILE", "1") != "0"
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("DTSIM_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no home directory to be found
+            return Path(tempfile.gettempdir()) / f"dtsim-cache-{os.getuid()}"
+    return Path(base) / "dtsim"
+
+
+def compiler() -> str | None:
+    """The C++ compiler to build with ($CXX, else g++ or c++ on the PATH), or None."""
+    for name in (os.environ.get("CXX"), "g++", "c++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def translation_unit(headers: Sequence[str]) -> str:
+    """What the library is compiled from: the headers cling is given, then our two sources, in
+    the order the loader gives them to cling."""
+    from network.ns3.fabric_cpp import SOURCE
+    from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
+
+    return "".join(f'#include "ns3/{h}"\n' for h in headers) + FLOW_ROUTING_SOURCE + SOURCE
+
+
+def _libraries(libdir: Path) -> list[Path] | None:
+    out = []
+    for module in LINK_MODULES:
+        found = sorted(libdir.glob(f"libns3*-{module}.so"))
+        if len(found) != 1:
+            return None
+        out.append(found[0])
+    return out
+
+
+def library_path(root: Path, libdir: Path, headers: Sequence[str], cxx: str | None = None) -> Path | None:
+    """Where the library for this source, package and compiler lives (built or not); None where
+    there is no compiler or the package's libraries are not where we expect them."""
+    cxx = cxx or compiler()
+    libs = _libraries(libdir)
+    if cxx is None or libs is None:
+        return None
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    h = hashlib.sha256()
+    for part in (translation_unit(headers), str(root), *map(str, libs), cxx, version, *FLAGS):
+        h.update(part.encode())
+        h.update(b"\0")
+    for lib in libs:
+        st = lib.stat()
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    return cache_dir() / f"ns3-backend-{h.hexdigest()[:20]}.so"
+
+
+def build(root: Path, libdir: Path, headers: Sequence[str], out: Path, cxx: str) -> None:
+    """Compile the library into ``out`` (written beside it, then renamed: a reader sees the whole
+    file or none). Raises CalledProcessError with the compiler's messages."""
+    libs = _libraries(libdir)
+    if libs is None:
+        raise FileNotFoundError(f"the ns3 package's libraries in {libdir}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        src = Path(tmp) / "ns3_backend.cc"
+        src.write_text(translation_unit(headers))
+        part = Path(tmp) / out.name
+        cmd = [cxx, *FLAGS, f"-I{root / 'include'}", str(src), *map(str, libs), f"-Wl,-rpath,{libdir}",
+               "-o", str(part)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        os.replace(part, out)
+
+
+def load(cppyy: Any, root: Path, libdir: Path, headers: Sequence[str]) -> Path | None:
+    """Load the cached library into cppyy (before our source is given to cling) and return its
+    path; start building it in the background where there is none (None)."""
+    if not enabled():
+        return None
+    path = library_path(root, libdir, headers)
+    if path is None:
+        return None
+    if path.is_file():
+        try:
+            cppyy.load_library(str(path))
+            return path
+        except Exception:  # noqa: BLE001 (a library cling cannot load: JIT as before, build again)
+            path.unlink(missing_ok=True)
+            return None
+    _start_background_build(path)
+    return None
+
+
+def _start_background_build(path: Path) -> None:
+    lock = path.with_suffix(".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if lock.exists() and time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
+            return  # another run is building it
+        lock.write_text(str(os.getpid()))
+        subprocess.Popen([sys.executable, "-m", "network.ns3.precompiled", "--lock", str(lock)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, env=_child_env())
+    except OSError:
+        return  # an unwritable cache: nothing to do
+    sys.stderr.write(f"note: ns-3: compiling the backend's C++ once, in the background, into {path}; later ns-3 "
+                     "runs start about 1.5 s sooner (DTSIM_NS3_PRECOMPILE=0 turns this off)\n")
+
+
+def _child_env() -> dict[str, str]:
+    here = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, path) if p))
+
+
+def _package() -> tuple[Path, Path] | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("ns3")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    libdir = next((root / d for d in ("lib64", "lib") if (root / d).is_dir()), None)
+    return (root, libdir) if libdir is not None else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m network.ns3.precompiled``: build the library now (the background build runs
+    this too). Exit 0 built or already there, 2 nothing to build with, 1 the compiler failed."""
+    import argparse
+
+    from network.ns3.loader import HEADERS
+
+    ap = argparse.ArgumentParser(prog="python -m network.ns3.precompiled", description=main.__doc__)
+    ap.add_argument("--lock", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    try:
+        pkg = _package()
+        cxx = compiler()
+        if pkg is None or cxx is None:
+            print("ns-3 precompile: " + ("the ns3 package is not installed" if pkg is None else
+                                         "no C++ compiler ($CXX, g++ or c++) on the PATH"), file=sys.stderr)
+            return 2
+        root, libdir = pkg
+        path = library_path(root, libdir, HEADERS, cxx)
+        if path is None:
+            print(f"ns-3 precompile: the ns3 package's libraries are not in {libdir} as expected", file=sys.stderr)
+            return 2
+        if not path.is_file():
+            try:
+                build(root, libdir, HEADERS, path, cxx)
+            except subprocess.CalledProcessError as exc:
+                print(f"ns-3 precompile: {cxx} failed:\n{exc.stderr[-4000:]}", file=sys.stderr)
+                return 1
+        print(path)
+        return 0
+    finally:
+        if args.lock:
+            Path(args.lock).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The ns-3 backend's C++ compiled ahead of time (network/ns3/precompiled.py): a run that finds
+no library starts building one in the background and says so; a run that finds it loads it and
+gives the very report a JIT-compiled run gives, wall time aside. Where there is no C++ compiler,
+nothing is built and the run JIT-compiles, as before."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, need
+
+need("ns", "ns3", import_it=False)
+
+pytestmark = pytest.mark.ns3
+
+EXAMPLE = ["--workload", str(ROOT / "examples/workload/all_reduce_8npus_1MB/all_reduce"),
+           "--network", str(ROOT / "examples/network/Ring_8npus.yml"),
+           "--system", str(ROOT / "examples/system/Ring_4chunks.json"), "--backend", "ns3", "-q"]
+
+
+def _run(tmp: Path, name: str, precompile: str, cache: Path, *, path: str | None = None) -> tuple[dict, str]:
+    env = dict(os.environ, DTSIM_NS3_PRECOMPILE=precompile, DTSIM_CACHE_DIR=str(cache))
+    if path is not None:
+        env["PATH"] = path
+        env.pop("CXX", None)
+    report = tmp / f"{name}.json"
+    p = subprocess.run([sys.executable, "-m", "system.main", *EXAMPLE, "--report", str(report)],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(report.read_text()), p.stderr
+
+
+def _same_answer(a: dict, b: dict) -> None:
+    for r in (a, b):
+        r["totals"].pop("wall_seconds", None)
+        r["network"].pop("cxx", None)
+        r.pop("inputs", None)
+    assert a == b
+
+
+def test_a_background_build_then_a_run_on_the_library_gives_the_jit_runs_report(tmp_path):
+    from network.ns3.precompiled import compiler
+
+    cache = tmp_path / "cache"
+    if compiler() is None:
+        # nothing to build with: no note, no library, the run JIT-compiles
+        rep, err = _run(tmp_path, "first", "1", cache)
+        assert "compiling the backend's C++" not in err and rep["network"]["cxx"] == "jit"
+        assert not cache.exists() or not list(cache.glob("*.so"))
+        return
+    jit, _ = _run(tmp_path, "jit", "0", cache)
+    assert jit["network"]["cxx"] == "jit" and not cache.exists()  # 0: nothing built, nothing loaded
+    first, err = _run(tmp_path, "first", "1", cache)
+    assert "compiling the backend's C++ once, in the background" in err
+    assert first["network"]["cxx"] == "jit"
+    deadline = time.monotonic() + 240
+    while (not list(cache.glob("*.so")) or list(cache.glob("*.lock"))) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert len(list(cache.glob("*.so"))) == 1 and not list(cache.glob("*.lock")), sorted(cache.iterdir())
+    later, err = _run(tmp_path, "later", "1", cache)
+    assert later["network"]["cxx"] == "precompiled" and "compiling" not in err
+    _same_answer(later, jit)
+
+
+def test_without_a_compiler_the_command_says_so_and_runs_jit(tmp_path):
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    os.symlink(sys.executable, bare / "python")  # a PATH with python and no C++ compiler
+    env = dict(os.environ, PATH=str(bare), DTSIM_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("CXX", None)
+    p = subprocess.run([sys.executable, "-m", "network.ns3.precompiled"], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and "no C++ compiler" in p.stderr
+    rep, err = _run(tmp_path, "bare", "1", tmp_path / "cache", path=str(bare))
+    assert rep["network"]["cxx"] == "jit" and "compiling" not in err
