@@ -110,7 +110,7 @@ class Ns3Backend(AnalyticalBackend):
         from network.ns3.loader import load_ns
 
         self._fabric: Any = _Closed()  # until built: a half-built backend closes cleanly
-        self._ns = ns = load_ns()
+        self._api = api = load_ns()
         self._take_simulator()
         self._configure_defaults()
         self._max_events = max_events
@@ -122,7 +122,7 @@ class Ns3Backend(AnalyticalBackend):
         self._error: BaseException | None = None
         self._final_events = 0
         self._udp = self.settings.transport == "udp"
-        self._stop = ns.Simulator.Stop
+        self._stop = api.SimulatorStop
         self.schedule = self._schedule  # replaces the base's EventQueue.schedule, bound once
         self._fabric = self._build_fabric()
         # Keep the Python callables referenced for the whole run (formats.md §C.3, pitfalls).
@@ -138,38 +138,29 @@ class Ns3Backend(AnalyticalBackend):
         previous = _live() if _live is not None else None
         if previous is not None:
             previous.close()
-        self._ns.Simulator.Destroy()  # fresh clock and NodeList, whoever used ns-3 before
+        self._api.SimulatorDestroy()  # fresh clock and NodeList, whoever used ns-3 before
         _live = weakref.ref(self)
 
     def _configure_defaults(self) -> None:
-        ns, s = self._ns, self.settings
-        ok, tid = ns.LookupByNameFailSafe("ns3::" + s.tcp_variant)
-        if not ok or not tid.IsChildOf(ns.TcpCongestionOps.GetTypeId()):
+        s = self.settings
+        if not self._api.Configure(s.tcp_variant, s.payload_size, s.snd_buf_size, s.rcv_buf_size, s.initial_cwnd,
+                                   s.delayed_ack_timeout_us, s.min_rto_us):
             raise NetworkConfigError(
                 self.config.path, "key 'ns3.tcp_variant'",
                 f"{s.tcp_variant!r} is not an ns-3 TCP congestion control (e.g. TcpNewReno, TcpCubic, TcpDctcp)",
             )
-        set_default = ns.Config.SetDefault
-        set_default("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(tid))
-        set_default("ns3::TcpSocket::SegmentSize", ns.UintegerValue(s.payload_size))
-        set_default("ns3::TcpSocket::SndBufSize", ns.UintegerValue(s.snd_buf_size))
-        set_default("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(s.rcv_buf_size))
-        set_default("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(s.initial_cwnd))
-        set_default("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MicroSeconds(s.delayed_ack_timeout_us)))
-        set_default("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.MicroSeconds(s.min_rto_us)))
-        set_default("ns3::TcpSocketBase::ClockGranularity", ns.TimeValue(ns.MicroSeconds(1)))
 
     def _build_fabric(self) -> Any:
         mtu, queue = self.settings.mtu, self.settings.queue_size
         if self._wiring is not None:  # a physical graph, with per-flow routes (graph_wiring.py)
-            fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(self._wiring.nodes_count)
+            fabric = self._api.Net(self._wiring.nodes_count)
             self._wiring.build(fabric, mtu, queue)
             fabric.Finish(False)  # every pair is routed before it sends (route_pair): no global routes
             fabric.UseFlowRoutes()
             self.links_count, self.nodes_count = len(self._wiring.links), self._wiring.nodes_count
         else:
             plan = wire(self.topology)
-            fabric = self._ns.cppyy.gbl.dtsim_ns3.Fabric(plan.nodes_count)
+            fabric = self._api.Net(plan.nodes_count)
             rate = [link_rate_bps(d.bandwidth_gb_s) for d in self.topology.dims]
             delay = [round(d.latency_ns) for d in self.topology.dims]  # ns-3 time resolution: 1 ns
             for link in plan.links:
@@ -200,7 +191,7 @@ class Ns3Backend(AnalyticalBackend):
             if self._wiring is not None:
                 self._wiring.route_pair(self._fabric, a, b)
             self._fabric.Warm(a, b)
-        self._ns.Simulator.Run()  # handshakes and one byte each; ns-3 runs dry once all are up
+        self._api.SimulatorRun()  # handshakes and one byte each; ns-3 runs dry once all are up
         if self._fabric.Warmed() != len(pairs):  # a handshake slower than TCP's retries allow
             raise NetworkConfigError(
                 self.config.path, "key 'ns3'",
@@ -215,7 +206,7 @@ class Ns3Backend(AnalyticalBackend):
         if isinstance(self._fabric, _Closed):
             return
         self._final_events = self.ns3_events()
-        self._ns.Simulator.Destroy()
+        self._api.SimulatorDestroy()
         self._fabric = _Closed()  # drops the C++ Fabric and with it the callbacks into Python
         self._callbacks = ()
 
@@ -244,7 +235,7 @@ class Ns3Backend(AnalyticalBackend):
             # one budget from the run's start: what set-up and earlier runs spent is gone
             wall = max(1e-6, wall - (time.monotonic() - origin))
         self._fabric.SetLimits(self._max_events or 0, wall)
-        self._ns.Simulator.Run()
+        self._api.SimulatorRun()
         self._final_events = self.ns3_events()
         if self._error is not None:
             error, self._error = self._error, None

@@ -321,3 +321,109 @@ inline void Stream::Deliver() {
 
 }  // namespace dtsim_ns3
 """
+
+#: What Python calls, declared without any ns-3 type: the Fabric behind a pointer and the few
+#: ns-3 calls the backend makes. A precompiled library (precompiled.py) then needs cling to parse
+#: nothing but this: no ns-3 header (0.7 s) and none of SOURCE (0.6 s).
+API = r"""
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace dtsim_ns3 {
+class Fabric;
+
+class Net {
+  public:
+    explicit Net(uint32_t nodes_count);
+    ~Net();
+    Net(const Net&) = delete;
+    Net& operator=(const Net&) = delete;
+    void SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered);
+    void AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue);
+    void Finish(bool global_routes);
+    void UseFlowRoutes();
+    void SetHop(uint32_t node, uint32_t src, uint32_t dst, uint32_t link);
+    void Schedule(uint64_t delay_ns, uint64_t id);
+    void SetTransport(bool udp, uint32_t payload);
+    void Send(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t id);
+    void Warm(uint32_t src, uint32_t dst);
+    uint64_t Warmed() const;
+    void SetOrigin();
+    uint64_t Connected() const;
+    uint64_t Events() const;
+    void SetLimits(uint64_t max_events, double wall_s);
+    int LimitHit() const;
+    int64_t Now() const;
+    uint64_t Drops() const;
+    uint32_t TraceFailures() const;
+    uint64_t Streams() const;
+    uint64_t ConnectFailures() const;
+    uint64_t SendErrors() const;
+
+  private:
+    Fabric* fabric;
+};
+
+// TCP defaults for every socket created after it; false (nothing set) where `tcp_variant` names no
+// ns-3 TCP congestion control (ns3::<tcp_variant>, a TcpCongestionOps)
+bool Configure(const std::string& tcp_variant, uint32_t segment_size, uint32_t snd_buf, uint32_t rcv_buf,
+               uint32_t initial_cwnd, uint64_t delayed_ack_us, uint64_t min_rto_us);
+void SimulatorRun();
+void SimulatorStop();
+void SimulatorDestroy();
+}  // namespace dtsim_ns3
+"""
+
+#: API's definitions (after SOURCE)
+API_SOURCE = r"""
+namespace dtsim_ns3 {
+Net::Net(uint32_t nodes_count) : fabric(new Fabric(nodes_count)) {}
+Net::~Net() { delete fabric; }
+void Net::SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered) {
+    fabric->SetCallbacks(event, delivered);
+}
+void Net::AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue) {
+    fabric->AddLink(a, b, bps, delay_ns, mtu, queue);
+}
+void Net::Finish(bool global_routes) { fabric->Finish(global_routes); }
+void Net::UseFlowRoutes() { fabric->UseFlowRoutes(); }
+void Net::SetHop(uint32_t node, uint32_t src, uint32_t dst, uint32_t link) { fabric->SetHop(node, src, dst, link); }
+void Net::Schedule(uint64_t delay_ns, uint64_t id) { fabric->Schedule(delay_ns, id); }
+void Net::SetTransport(bool udp, uint32_t payload) { fabric->SetTransport(udp, payload); }
+void Net::Send(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t id) { fabric->Send(src, dst, bytes, id); }
+void Net::Warm(uint32_t src, uint32_t dst) { fabric->Warm(src, dst); }
+uint64_t Net::Warmed() const { return fabric->Warmed(); }
+void Net::SetOrigin() { fabric->SetOrigin(); }
+uint64_t Net::Connected() const { return fabric->Connected(); }
+uint64_t Net::Events() const { return fabric->Events(); }
+void Net::SetLimits(uint64_t max_events, double wall_s) { fabric->SetLimits(max_events, wall_s); }
+int Net::LimitHit() const { return fabric->LimitHit(); }
+int64_t Net::Now() const { return fabric->Now(); }
+uint64_t Net::Drops() const { return fabric->Drops(); }
+uint32_t Net::TraceFailures() const { return fabric->TraceFailures(); }
+uint64_t Net::Streams() const { return fabric->Streams(); }
+uint64_t Net::ConnectFailures() const { return fabric->ConnectFailures(); }
+uint64_t Net::SendErrors() const { return fabric->SendErrors(); }
+
+bool Configure(const std::string& tcp_variant, uint32_t segment_size, uint32_t snd_buf, uint32_t rcv_buf,
+               uint32_t initial_cwnd, uint64_t delayed_ack_us, uint64_t min_rto_us) {
+    TypeId tid;
+    if (!TypeId::LookupByNameFailSafe("ns3::" + tcp_variant, &tid) || !tid.IsChildOf(TcpCongestionOps::GetTypeId())) {
+        return false;
+    }
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(tid));
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(segment_size));
+    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(snd_buf));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(rcv_buf));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(initial_cwnd));
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(MicroSeconds(delayed_ack_us)));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MicroSeconds(min_rto_us)));
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(1)));
+    return true;
+}
+void SimulatorRun() { Simulator::Run(); }
+void SimulatorStop() { Simulator::Stop(); }
+void SimulatorDestroy() { Simulator::Destroy(); }
+}  // namespace dtsim_ns3
+"""

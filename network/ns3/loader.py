@@ -7,11 +7,15 @@ traffic-control), so ``load_ns`` asks cppyy for just the headers that declare wh
 their own run paths. The wheel's layout
 (``ns3/include``, ``ns3/lib64`` or ``ns3/lib``, ``libns3.<version>-<module>.so``) is read from
 the installed package; where it is not what we expect, or ``DTSIM_NS3_FULL_IMPORT=1`` is set,
-the package's own ``from ns import ns`` is used. Both give the same ``ns`` namespace
-(``cppyy.gbl.ns3``, with ``ns.cppyy`` and ``ns.LookupByNameFailSafe``).
+the package's own ``from ns import ns`` is used. Every way gives the backend the same namespace of
+our C++, ``cppyy.gbl.dtsim_ns3`` (fabric_cpp.API: ``Net``, ``Configure``, ``SimulatorRun``, ...),
+with ``.cppyy`` the cppyy module.
 
-Our C++ is compiled by cling on first use (1.5 s of a small run) unless a library built from the
-same source ahead of time is in the cache: precompiled.py loads it first, or starts building it.
+First, though, the loader looks for our C++ compiled ahead of time (precompiled.py): where that
+library is in the cache, it is loaded and cling is given only fabric_cpp.API, declarations without
+any ns-3 type, so no ns-3 header is parsed and nothing is JIT-compiled (1.3 s instead of 4.6 s for
+the README's 8-NPU example). Where it is not, the narrow import below runs and a background build
+starts.
 
 Cling writes harmless ``[runStaticInitializersOnce]: Failed to materialize symbols …`` lines to
 the C-level stderr (docs: shared/docs/formats.md §C.1). We capture file descriptor 2 while
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from network.ns3 import precompiled
-from network.ns3.fabric_cpp import SOURCE
+from network.ns3.fabric_cpp import API, API_SOURCE, SOURCE
 from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
 _NOISE = "runStaticInitializersOnce"
@@ -58,8 +62,8 @@ def quiet_cling() -> Iterator[None]:
 
 #: the ns-3 modules the backend's C++ and Python use, in link order
 MODULES = ("core", "network", "traffic-control", "internet", "point-to-point")
-#: the headers of those modules that declare what fabric_cpp.py, flow_routing_cpp.py and
-#: backend.py use (0.6 s to parse, against 1.7 s for the five module headers; a test compiles
+#: the headers of those modules that declare what fabric_cpp.py and flow_routing_cpp.py use
+#: (0.6 s to parse, against 1.7 s for the five module headers; a test compiles
 #: our C++ against them, and a header missing here is a RuntimeError naming DTSIM_NS3_FULL_IMPORT)
 HEADERS = (
     "simulator.h", "config.h", "uinteger.h", "boolean.h", "nstime.h", "type-id.h", "callback.h", "object.h",
@@ -72,49 +76,76 @@ HEADERS = (
     "ipv4-address-generator.h",
 )
 
-_LOOKUP = r"""
-#include <tuple>
-namespace dtsim_ns3 {
-std::tuple<bool, ns3::TypeId> LookupByNameFailSafe(std::string name) {
-    ns3::TypeId id;
-    bool ok = ns3::TypeId::LookupByNameFailSafe(name, &id);
-    return std::make_tuple(ok, id);
-}
-}
-"""
-
 
 def load_ns() -> Any:
-    """The ``ns`` namespace (cppyy's ``ns3``), with ``ns.cppyy.gbl.dtsim_ns3`` compiled in."""
-    global _ns
+    """The backend's C++ namespace (cppyy's ``dtsim_ns3``: ``Net``, ``Configure``, ``SimulatorRun``,
+    ...), loaded once per process, with ``.cppyy`` the cppyy module."""
+    global _ns, precompiled_library
     if _ns is None:
         with quiet_cling():
-            ns = None if os.environ.get("DTSIM_NS3_FULL_IMPORT") == "1" else _narrow_import()
-            narrow = ns is not None
-            if ns is None:
+            api = None
+            if os.environ.get("DTSIM_NS3_FULL_IMPORT") != "1":
+                api = _lean_import()
+                if api is not None:
+                    precompiled_library = _lean_library
+                else:
+                    api = _narrow_import()
+            if api is None:
                 try:
                     from ns import ns  # noqa: PLC0415 (lazy on purpose: 10 s)
                 except SystemExit as exc:  # the `ns` stub calls exit(-1) when ns3.ns is missing
                     raise ImportError("the ns3 package is incomplete (import ns3.ns failed)") from exc
-            _compile(ns, narrow)
-        _ns = ns
+                api = _compile(ns.cppyy, narrow=False)
+        _ns = api
     return _ns
 
 
-def _compile(ns: Any, narrow: bool) -> None:
+def _compile(cppyy: Any, narrow: bool) -> Any:
+    """Our C++ given to cling whole (it JIT-compiles it on first use); the dtsim_ns3 namespace."""
     try:
-        ns.cppyy.cppdef(FLOW_ROUTING_SOURCE)
-        ns.cppyy.cppdef(SOURCE)
+        cppyy.cppdef(API)
+        cppyy.cppdef(FLOW_ROUTING_SOURCE)
+        cppyy.cppdef(SOURCE)
+        cppyy.cppdef(API_SOURCE)
     except SyntaxError as exc:  # cppyy's compile error; after a narrow import: a header HEADERS lacks
         if not narrow:
             raise
         raise RuntimeError(f"the ns-3 backend's C++ does not compile against HEADERS ({exc}); this "
                            "installed ns3 package declares something elsewhere: run with "
                            "DTSIM_NS3_FULL_IMPORT=1 (the package's own import) and report it") from None
+    return _namespace(cppyy)
 
 
-def _narrow_import() -> Any | None:
-    """ns-3 with only MODULES loaded; None where the installed wheel is not laid out as expected."""
+def _namespace(cppyy: Any) -> Any:
+    api = cppyy.gbl.dtsim_ns3
+    setattr(api, "cppyy", cppyy)
+    return api
+
+
+_lean_library: Path | None = None
+
+
+def _lean_import() -> Any | None:
+    """Our C++ from the precompiled library (precompiled.py), cling given only API: no ns-3
+    header parsed. None where there is no library yet (then it starts building one)."""
+    global _lean_library
+    pkg = _package()
+    if pkg is None or not precompiled.enabled():
+        return None
+    root, libdir = pkg
+    try:
+        import cppyy
+    except ImportError:
+        return None
+    _lean_library = precompiled.load(cppyy, root, libdir, HEADERS)
+    if _lean_library is None:
+        return None
+    cppyy.cppdef(API)
+    return _namespace(cppyy)
+
+
+def _package() -> tuple[Path, Path] | None:
+    """The ns3 wheel's root and library folder, where laid out as expected (include/ns3 beside)."""
     import importlib.util
 
     spec = importlib.util.find_spec("ns3")
@@ -124,6 +155,16 @@ def _narrow_import() -> Any | None:
     libdir = next((root / d for d in ("lib64", "lib") if (root / d).is_dir()), None)
     if libdir is None or not (root / "include" / "ns3").is_dir():
         return None
+    return root, libdir
+
+
+def _narrow_import() -> Any | None:
+    """ns-3 with only MODULES loaded and HEADERS parsed, our C++ JIT-compiled; None where the
+    installed wheel is not laid out as expected."""
+    pkg = _package()
+    if pkg is None:
+        return None
+    root, libdir = pkg
     libraries = []
     for module in MODULES:
         found = sorted(libdir.glob(f"libns3*-{module}.so"))
@@ -144,10 +185,4 @@ def _narrow_import() -> Any | None:
         cppyy.include(f"ns3/{header}")
     for lib in libraries:
         cppyy.load_library(str(lib))
-    global precompiled_library
-    precompiled_library = precompiled.load(cppyy, root, libdir, HEADERS)  # then cling need not JIT our C++
-    cppyy.cppdef(_LOOKUP)
-    ns = cppyy.gbl.ns3
-    setattr(ns, "cppyy", cppyy)
-    setattr(ns, "LookupByNameFailSafe", cppyy.gbl.dtsim_ns3.LookupByNameFailSafe)
-    return ns
+    return _compile(cppyy, narrow=True)

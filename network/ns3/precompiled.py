@@ -1,14 +1,15 @@
 """The ns-3 backend's C++ compiled ahead of time, cached on disk, so that a run need not JIT it.
 
-cppyy compiles our C++ (fabric_cpp.py, flow_routing_cpp.py) with cling, lazily, on first use:
-about 1.5 s of an 8-NPU run's 4.5 s went to that. When a shared library built from the very same
-source by the system's C++ compiler is loaded before the source is given to cling, cling takes
-the functions from the library instead of compiling them: the same code, so the same cycles
-(tests/network/test_ns3_precompiled.py), 1.5 s sooner.
+Without it, a run has cling parse 37 ns-3 headers (0.8 s) and our C++ (fabric_cpp.py,
+flow_routing_cpp.py; 0.6 s) and JIT-compile the functions on first use (1.5 s): 4.6 s for the
+README's 8-NPU example. With a shared library built from the very same source by the system's
+C++ compiler, the loader (loader.py) loads it and gives cling only fabric_cpp.API, declarations
+without a single ns-3 type: 1.3 s for the same run, the same report
+(tests/network/test_ns3_precompiled.py), 200 MiB instead of 285.
 
 The library is keyed by a hash of everything that goes into it (our source, the headers, the ns3
-package's version and path, the compiler and its flags), so a changed source, package or compiler
-never meets an old library; it lives in ``$DTSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtsim``, else
+package's libraries, the compiler and its flags), so a changed source, package or compiler never
+meets an old library; it lives in ``$DTSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtsim``, else
 ``~/.cache/dtsim``. The first ns-3 run that finds none starts ``python -m network.ns3.precompiled``
 in the background (about 15 s of one core) and says so on stderr; ``DTSIM_NS3_PRECOMPILE=0`` turns
 both the building and the loading off. Where there is no compiler, or the build or the load fails,
@@ -63,10 +64,10 @@ def compiler() -> str | None:
 def translation_unit(headers: Sequence[str]) -> str:
     """What the library is compiled from: the headers cling is given, then our two sources, in
     the order the loader gives them to cling."""
-    from network.ns3.fabric_cpp import SOURCE
+    from network.ns3.fabric_cpp import API, API_SOURCE, SOURCE
     from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
-    return "".join(f'#include "ns3/{h}"\n' for h in headers) + FLOW_ROUTING_SOURCE + SOURCE
+    return "".join(f'#include "ns3/{h}"\n' for h in headers) + API + FLOW_ROUTING_SOURCE + SOURCE + API_SOURCE
 
 
 def _libraries(libdir: Path) -> list[Path] | None:

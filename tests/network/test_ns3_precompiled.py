@@ -24,13 +24,14 @@ EXAMPLE = ["--workload", str(ROOT / "examples/workload/all_reduce_8npus_1MB/all_
            "--system", str(ROOT / "examples/system/Ring_4chunks.json"), "--backend", "ns3", "-q"]
 
 
-def _run(tmp: Path, name: str, precompile: str, cache: Path, *, path: str | None = None) -> tuple[dict, str]:
+def _run(tmp: Path, name: str, precompile: str, cache: Path, *, path: str | None = None,
+         args: list[str] = EXAMPLE) -> tuple[dict, str]:
     env = dict(os.environ, DTSIM_NS3_PRECOMPILE=precompile, DTSIM_CACHE_DIR=str(cache))
     if path is not None:
         env["PATH"] = path
         env.pop("CXX", None)
     report = tmp / f"{name}.json"
-    p = subprocess.run([sys.executable, "-m", "system.main", *EXAMPLE, "--report", str(report)],
+    p = subprocess.run([sys.executable, "-m", "system.main", *args, "--report", str(report)],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(report.read_text()), p.stderr
@@ -66,6 +67,25 @@ def test_a_background_build_then_a_run_on_the_library_gives_the_jit_runs_report(
     later, err = _run(tmp_path, "later", "1", cache)
     assert later["network"]["cxx"] == "precompiled" and "compiling" not in err
     _same_answer(later, jit)
+    # the rest of what Python calls: a topology file's per-flow routes, UDP, a TCP variant
+    from workload.builder import write_collective_microbenchmark
+
+    w = write_collective_microbenchmark(tmp_path / "w", 8, "ALL_TO_ALL", 1 << 18, shared=True)
+    for transport in ("udp", "tcp"):
+        net = tmp_path / f"ft-{transport}.yml"
+        net.write_text("topology-generator: {shape: fat-tree, leaves: 2, npus-per-leaf: 4}\n"
+                       f"ns3: {{transport: {transport}, tcp_variant: TcpCubic}}\n")
+        args = ["--workload", str(w), "--network", str(net), "--backend", "ns3", "-q"]
+        a, _ = _run(tmp_path, f"jit-{transport}", "0", cache, args=args)
+        b, _ = _run(tmp_path, f"pre-{transport}", "1", cache, args=args)
+        assert (a["network"]["cxx"], b["network"]["cxx"]) == ("jit", "precompiled")
+        _same_answer(a, b)
+    bad = tmp_path / "bad.yml"
+    bad.write_text("topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\nns3: {tcp_variant: TcpNoSuch}\n")
+    p = subprocess.run([sys.executable, "-m", "system.main", *EXAMPLE[:2], "--network", str(bad), "--backend", "ns3"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=dict(os.environ, DTSIM_NS3_PRECOMPILE="1", DTSIM_CACHE_DIR=str(cache)))
+    assert p.returncode == 2 and "'TcpNoSuch' is not an ns-3 TCP congestion control" in p.stderr
 
 
 def test_without_a_compiler_the_command_says_so_and_runs_jit(tmp_path):
