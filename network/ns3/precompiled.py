@@ -13,7 +13,8 @@ meets an old library; it lives in ``$DTSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/d
 ``~/.cache/dtsim``. The first ns-3 run that finds none starts ``python -m network.ns3.precompiled``
 in the background (about 15 s of one core) and says so on stderr; ``DTSIM_NS3_PRECOMPILE=0`` turns
 both the building and the loading off. Where there is no compiler, or the build or the load fails,
-the run JIT-compiles as before: the cache can only make a run start sooner.
+the run JIT-compiles as before: the cache can only make a run start sooner. A failed build leaves
+``<name>.failed`` with the compiler's messages, and runs do not start it again; the command does.
 """
 from __future__ import annotations
 
@@ -139,6 +140,8 @@ def load(cppyy: Any, root: Path, libdir: Path, headers: Sequence[str]) -> Path |
 
 def _start_background_build(path: Path) -> None:
     lock = path.with_suffix(".lock")
+    if path.with_suffix(".failed").exists():
+        return  # it failed once (the file holds why); `python -m network.ns3.precompiled` tries again
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if lock.exists() and time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
@@ -192,12 +195,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path is None:
             print(f"ns-3 precompile: the ns3 package's libraries are not in {libdir} as expected", file=sys.stderr)
             return 2
+        failed = path.with_suffix(".failed")
         if not path.is_file():
             try:
                 build(root, libdir, HEADERS, path, cxx)
-            except subprocess.CalledProcessError as exc:
-                print(f"ns-3 precompile: {cxx} failed:\n{exc.stderr[-4000:]}", file=sys.stderr)
+            except (subprocess.CalledProcessError, OSError) as exc:
+                why = f"{cxx} failed:\n{(getattr(exc, 'stderr', None) or str(exc))[-4000:]}"
+                failed.write_text(why)  # later runs do not start this build again
+                print(f"ns-3 precompile: {why}", file=sys.stderr)
                 return 1
+        failed.unlink(missing_ok=True)
         print(path)
         return 0
     finally:

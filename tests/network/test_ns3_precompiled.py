@@ -99,3 +99,22 @@ def test_without_a_compiler_the_command_says_so_and_runs_jit(tmp_path):
     assert p.returncode == 2 and "no C++ compiler" in p.stderr
     rep, err = _run(tmp_path, "bare", "1", tmp_path / "cache", path=str(bare))
     assert rep["network"]["cxx"] == "jit" and "compiling" not in err
+
+
+def test_a_failed_build_is_reported_once_and_not_started_again(tmp_path):
+    cxx = tmp_path / "broken-c++"
+    cxx.write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then echo "broken 1.0"; exit 0; fi\n'
+                   'echo "broken: cannot compile" >&2\nexit 1\n')
+    cxx.chmod(0o755)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, CXX=str(cxx), DTSIM_CACHE_DIR=str(cache), DTSIM_NS3_PRECOMPILE="1")
+    p = subprocess.run([sys.executable, "-m", "network.ns3.precompiled"], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 1 and "broken: cannot compile" in p.stderr
+    failed = list(cache.glob("*.failed"))
+    assert len(failed) == 1 and "cannot compile" in failed[0].read_text() and not list(cache.glob("*.so"))
+    report = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "system.main", *EXAMPLE, "--report", str(report)],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "compiling" not in r.stderr and not list(cache.glob("*.lock"))
+    assert json.loads(report.read_text())["network"]["cxx"] == "jit"
