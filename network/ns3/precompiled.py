@@ -11,7 +11,7 @@ The library is keyed by a hash of everything that goes into it (our source, the 
 package's libraries, the compiler and its flags), so a changed source, package or compiler never
 meets an old library; it lives in ``$DTSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtsim``, else
 ``~/.cache/dtsim``. The first ns-3 run that finds none starts ``python -m network.ns3.precompiled``
-in the background (about 15 s of one core) and says so on stderr; ``DTSIM_NS3_PRECOMPILE=0`` turns
+in the background (about 5 s of one core) and says so on stderr; ``DTSIM_NS3_PRECOMPILE=0`` turns
 both the building and the loading off. Where there is no compiler, or the build or the load fails,
 the run JIT-compiles as before: the cache can only make a run start sooner. A failed build leaves
 ``<name>.failed`` with the compiler's messages, and runs do not start it again; the command does.
@@ -30,9 +30,9 @@ from typing import Any, Sequence
 
 #: the ns-3 libraries the backend's C++ calls into, in link order
 LINK_MODULES = ("core", "network", "traffic-control", "internet", "point-to-point")
-#: -fkeep-inline-functions: our member functions are defined in their classes (inline), and the
-#: library must hold them even though nothing in it calls them: Python does
-FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-fkeep-inline-functions", "-w")
+#: Python reaches the library only through fabric_cpp.API, whose functions are defined out of line
+#: (API_SOURCE): they are exported as they are, and nothing inline needs keeping
+FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-w")
 #: a lock older than this belongs to a build that died
 _STALE_LOCK_S = 600
 
