@@ -1,10 +1,10 @@
 """The ns-3 backend's C++ compiled ahead of time, cached on disk, so that a run need not JIT it.
 
 Without it, a run has cling parse 37 ns-3 headers (0.8 s) and our C++ (fabric_cpp.py,
-flow_routing_cpp.py; 0.6 s) and JIT-compile the functions on first use (1.5 s): 4.6 s for the
-README's 8-NPU example. With a shared library built from the very same source by the system's
+flow_routing_cpp.py; 0.6 s) and JIT-compile the functions on first use (1.5 s): 3.3-4.6 s for
+the README's 8-NPU example. With a shared library built from the very same source by the system's
 C++ compiler, the loader (loader.py) loads it and gives cling only fabric_cpp.API, declarations
-without a single ns-3 type: 1.3 s for the same run, the same report
+without a single ns-3 type: 0.9 s for the same run (3.3 s without), the same report
 (tests/network/test_ns3_precompiled.py), 200 MiB instead of 285.
 
 The library is keyed by a hash of everything that goes into it (our source, the headers, the ns3
