@@ -63,8 +63,8 @@ def compiler() -> str | None:
 
 
 def translation_unit(headers: Sequence[str]) -> str:
-    """What the library is compiled from: the headers cling is given, then our two sources, in
-    the order the loader gives them to cling."""
+    """What the library is compiled from: the headers and our C++ (fabric_cpp.API, flow routing,
+    the fabric, API's definitions), in the order the loader gives them to cling when it JITs."""
     from network.ns3.fabric_cpp import API, API_SOURCE, SOURCE
     from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
@@ -120,8 +120,8 @@ def build(root: Path, libdir: Path, headers: Sequence[str], out: Path, cxx: str)
 
 
 def load(cppyy: Any, root: Path, libdir: Path, headers: Sequence[str]) -> Path | None:
-    """Load the cached library into cppyy (before our source is given to cling) and return its
-    path; start building it in the background where there is none (None)."""
+    """Load the cached library into cppyy and return its path (the caller then gives cling only
+    fabric_cpp.API); start building it in the background where there is none (None)."""
     if not enabled():
         return None
     path = library_path(root, libdir, headers)
@@ -131,8 +131,12 @@ def load(cppyy: Any, root: Path, libdir: Path, headers: Sequence[str]) -> Path |
         try:
             cppyy.load_library(str(path))
             return path
-        except Exception:  # noqa: BLE001 (a library cling cannot load: JIT as before, build again)
+        except Exception as exc:  # noqa: BLE001 (a library that will not load: JIT, and no rebuild)
             path.unlink(missing_ok=True)
+            try:
+                path.with_suffix(".failed").write_text(f"loading {path.name} failed: {exc}\n")
+            except OSError:
+                pass
             return None
     _start_background_build(path)
     return None

@@ -118,3 +118,26 @@ def test_a_failed_build_is_reported_once_and_not_started_again(tmp_path):
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0 and "compiling" not in r.stderr and not list(cache.glob("*.lock"))
     assert json.loads(report.read_text())["network"]["cxx"] == "jit"
+
+
+def test_a_library_that_will_not_load_is_set_aside_and_the_run_jit_compiles(tmp_path):
+    """A cached file under the library's name that is no library (a truncated copy, another ABI):
+    the run JIT-compiles, the file goes, a .failed note says why, and no build starts over it."""
+    cxx = tmp_path / "some-c++"  # names the library; never asked to compile here
+    cxx.write_text('#!/bin/sh\necho "some-c++ 1.0"\n')
+    cxx.chmod(0o755)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, CXX=str(cxx), DTSIM_CACHE_DIR=str(cache), DTSIM_NS3_PRECOMPILE="1")
+    name = subprocess.run([sys.executable, "-c", "from network.ns3.loader import HEADERS, _package\n"
+                           "from network.ns3.precompiled import library_path\nprint(library_path(*_package(), HEADERS))"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    path = Path(name.stdout.strip())
+    assert name.returncode == 0 and path.parent == cache, name.stderr
+    cache.mkdir()
+    path.write_bytes(b"not a shared library")
+    report = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "system.main", *EXAMPLE, "--report", str(report)],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(report.read_text())["network"]["cxx"] == "jit" and "compiling" not in r.stderr
+    assert not path.exists() and "failed" in path.with_suffix(".failed").read_text()
