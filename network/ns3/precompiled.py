@@ -148,9 +148,8 @@ def _start_background_build(path: Path) -> None:
         return  # it failed once (the file holds why); `python -m network.ns3.precompiled` tries again
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if lock.exists() and time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
+        if not _take_lock(lock):
             return  # another run is building it
-        lock.write_text(str(os.getpid()))
         subprocess.Popen([sys.executable, "-m", "network.ns3.precompiled", "--lock", str(lock)],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, env=_child_env())
@@ -158,6 +157,25 @@ def _start_background_build(path: Path) -> None:
         return  # an unwritable cache: nothing to do
     sys.stderr.write(f"note: ns-3: compiling the backend's C++ once, in the background, into {path}; later ns-3 "
                      "runs start about 1.5 s sooner (DTSIM_NS3_PRECOMPILE=0 turns this off)\n")
+
+
+def _take_lock(lock: Path) -> bool:
+    """Create ``lock`` unless another run holds it (one younger than _STALE_LOCK_S)."""
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                if time.time() - lock.stat().st_mtime < _STALE_LOCK_S:
+                    return False
+                lock.unlink()  # its build died: take over
+            except FileNotFoundError:
+                pass  # released meanwhile: try again
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+    return False
 
 
 def _child_env() -> dict[str, str]:
