@@ -141,3 +141,13 @@ def test_a_library_that_will_not_load_is_set_aside_and_the_run_jit_compiles(tmp_
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(report.read_text())["network"]["cxx"] == "jit" and "compiling" not in r.stderr
     assert not path.exists() and "failed" in path.with_suffix(".failed").read_text()
+
+
+def test_one_build_at_a_time_and_a_dead_builds_lock_is_taken_over(tmp_path):
+    from network.ns3.precompiled import _STALE_LOCK_S, _take_lock
+
+    lock = tmp_path / "x.lock"
+    assert _take_lock(lock) and not _take_lock(lock)  # a second run starts no second build
+    old = time.time() - _STALE_LOCK_S - 5
+    os.utime(lock, (old, old))
+    assert _take_lock(lock) and not _take_lock(lock)  # a lock from a build that died is taken over
