@@ -85,9 +85,9 @@ def load_ns() -> Any:
         with quiet_cling():
             api = None
             if os.environ.get("DTSIM_NS3_FULL_IMPORT") != "1":
-                api = _lean_import()
-                if api is not None:
-                    precompiled_library = _lean_library
+                lean = _lean_import()
+                if lean is not None:
+                    api, precompiled_library = lean
                 else:
                     api = _narrow_import()
             if api is None:
@@ -122,13 +122,10 @@ def _namespace(cppyy: Any) -> Any:
     return api
 
 
-_lean_library: Path | None = None
-
-
-def _lean_import() -> Any | None:
+def _lean_import() -> tuple[Any, Path] | None:
     """Our C++ from the precompiled library (precompiled.py), cling given only API: no ns-3
-    header parsed. None where there is no library yet (then it starts building one)."""
-    global _lean_library
+    header parsed; the namespace and the library. None where there is no library yet (then it
+    starts building one)."""
     pkg = _package()
     if pkg is None or not precompiled.enabled():
         return None
@@ -137,11 +134,11 @@ def _lean_import() -> Any | None:
         import cppyy
     except ImportError:
         return None
-    _lean_library = precompiled.load(cppyy, root, libdir, HEADERS)
-    if _lean_library is None:
+    library = precompiled.load(cppyy, root, libdir, HEADERS)
+    if library is None:
         return None
     cppyy.cppdef(API)
-    return _namespace(cppyy)
+    return _namespace(cppyy), library
 
 
 def _package() -> tuple[Path, Path] | None:

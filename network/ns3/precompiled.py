@@ -184,23 +184,12 @@ def _child_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, path) if p))
 
 
-def _package() -> tuple[Path, Path] | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("ns3")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    libdir = next((root / d for d in ("lib64", "lib") if (root / d).is_dir()), None)
-    return (root, libdir) if libdir is not None else None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m network.ns3.precompiled``: build the library now (the background build runs
     this too). Exit 0 built or already there, 2 nothing to build with, 1 the compiler failed."""
     import argparse
 
-    from network.ns3.loader import HEADERS
+    from network.ns3.loader import HEADERS, _package
 
     ap = argparse.ArgumentParser(prog="python -m network.ns3.precompiled", description=main.__doc__)
     ap.add_argument("--lock", help=argparse.SUPPRESS)
