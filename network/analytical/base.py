@@ -69,7 +69,7 @@ class AnalyticalBackend:
         self.bytes_per_dim = [0] * self.topology.dims_count
         self._dim_cache: dict[tuple[int, int], int] = {}
         # one dimension: every message's bytes are dimension 0's (no lookup per message)
-        self._one_dim = self.topology.dims_count == 1 and type(self.topology).dim_to_transfer is Topology.dim_to_transfer
+        self._one_dim = self.topology.dims_count == 1
 
     def now(self) -> int:
         return self.queue.now

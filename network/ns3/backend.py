@@ -327,10 +327,9 @@ class Ns3Backend(AnalyticalBackend):
         out["transport"] = self.settings.transport
         out["nodes"] = self.nodes_count
         out["links"] = self.links_count
-        from network.ns3 import loader
+        from network.ns3 import loader  # how our C++ got here (precompiled.py)
 
-        lib = loader.precompiled_library
-        out["cxx"] = "precompiled" if lib is not None else "jit"  # how our C++ got here (ns3/precompiled.py)
+        out["cxx"] = "jit" if loader.precompiled_library is None else "precompiled"
         if not isinstance(self._fabric, _Closed):
             out["connections"] = int(self._fabric.Streams())
             out["packets_dropped"] = int(self._fabric.Drops())

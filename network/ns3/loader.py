@@ -155,6 +155,18 @@ def _package() -> tuple[Path, Path] | None:
     return root, libdir
 
 
+def module_libraries(libdir: Path) -> list[Path] | None:
+    """The library of each of MODULES in ``libdir``, in link order; None where one has none or
+    several (several builds)."""
+    out = []
+    for module in MODULES:
+        found = sorted(libdir.glob(f"libns3*-{module}.so"))
+        if len(found) != 1:
+            return None
+        out.append(found[0])
+    return out
+
+
 def _narrow_import() -> Any | None:
     """ns-3 with only MODULES loaded and HEADERS parsed, our C++ JIT-compiled; None where the
     installed wheel is not laid out as expected."""
@@ -162,12 +174,9 @@ def _narrow_import() -> Any | None:
     if pkg is None:
         return None
     root, libdir = pkg
-    libraries = []
-    for module in MODULES:
-        found = sorted(libdir.glob(f"libns3*-{module}.so"))
-        if len(found) != 1 or not (root / "include" / "ns3" / f"{module}-module.h").is_file():
-            return None  # several builds, or none: the package's own loader sorts that out
-        libraries.append(found[0])
+    libraries = module_libraries(libdir)
+    if libraries is None or not all((root / "include" / "ns3" / f"{m}-module.h").is_file() for m in MODULES):
+        return None  # several builds, or none: the package's own loader sorts that out
     try:
         import cppyy
         import libcppyy

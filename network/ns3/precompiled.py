@@ -28,8 +28,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-#: the ns-3 libraries the backend's C++ calls into, in link order
-LINK_MODULES = ("core", "network", "traffic-control", "internet", "point-to-point")
 #: Python reaches the library only through fabric_cpp.API, whose functions are defined out of line
 #: (API_SOURCE): they are exported as they are, and nothing inline needs keeping
 FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-w")
@@ -72,13 +70,9 @@ def translation_unit(headers: Sequence[str]) -> str:
 
 
 def _libraries(libdir: Path) -> list[Path] | None:
-    out = []
-    for module in LINK_MODULES:
-        found = sorted(libdir.glob(f"libns3*-{module}.so"))
-        if len(found) != 1:
-            return None
-        out.append(found[0])
-    return out
+    from network.ns3.loader import module_libraries  # the loader imports this module
+
+    return module_libraries(libdir)
 
 
 def library_path(root: Path, libdir: Path, headers: Sequence[str], cxx: str | None = None) -> Path | None:
