@@ -306,6 +306,7 @@ class _RankRun:
                             else f"{npus} NPUs")
                     self.progress.note(f"ns-3: loading the ns3 package and building {what}")
                 if (net.extra.get("ns3") or {}).get("preconnect", True):
+                    backend_class(self.name).check_config(net)  # before the dry run meets the file
                     extra["pairs"] = self._pairs_used()
             try:
                 net_backend = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget,

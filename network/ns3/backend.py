@@ -86,18 +86,17 @@ class Ns3Backend(AnalyticalBackend):
 
     name = "ns3"
 
-    def __init__(self, config: NetworkConfig, max_events: int | None = None, wall_limit_s: float | None = None,
-                 pairs: "Iterable[tuple[int, int]] | None" = None) -> None:
-        """``pairs``: the (src, dst) pairs the run will send between (network/analytical/pair_recorder.py),
-        the only connections ``preconnect`` opens; None: every pair of every dimension group."""
-        super().__init__(config, max_events, wall_limit_s)  # pairing state; its EventQueue goes unused
-        self._pairs_used = sorted(set(pairs)) if pairs is not None else None
-        self.settings = Ns3Settings.from_mapping(config.extra.get("ns3"), config.path).resolved(self.topology)
-        if self.topology.npus_count > _MAX_NPUS:
+    @classmethod
+    def check_config(cls, config: NetworkConfig) -> Ns3Settings:
+        """The network file's ns-3 settings, or NetworkConfigError where ns-3 cannot run it; the
+        simulation calls this before its congestion-unaware dry run (the pairs to connect), which
+        must not be the first to meet such a file."""
+        settings = Ns3Settings.from_mapping(config.extra.get("ns3"), config.path).resolved(config.topology)
+        if config.topology.npus_count > _MAX_NPUS:
             raise NetworkConfigError(
                 config.path, "key 'npus_count'", f"the ns-3 backend supports at most {_MAX_NPUS} NPUs"
             )
-        for i, d in enumerate(self.topology.dims):  # ns-3's DataRate is a uint64 of bit/s, its clock an int64 of ns
+        for i, d in enumerate(config.topology.dims):  # ns-3's DataRate is a uint64 of bit/s, its clock an int64 of ns
             if not 1 <= link_rate_bps(d.bandwidth_gb_s) < 2**64:
                 raise NetworkConfigError(config.path, f"dimension {i}, key 'bandwidth'",
                                          f"{d.bandwidth_gb_s:g} GB/s is beyond the ns-3 backend's 1 to 2^64 bit/s per link")
@@ -105,6 +104,15 @@ class Ns3Backend(AnalyticalBackend):
                 raise NetworkConfigError(config.path, f"dimension {i}, key 'latency'",
                                          f"{d.latency_ns:g} ns is beyond the ns-3 backend's {_MAX_LATENCY_NS:g} ns per hop "
                                          "(round trips and timers would overflow ns-3's 64-bit clock)")
+        return settings
+
+    def __init__(self, config: NetworkConfig, max_events: int | None = None, wall_limit_s: float | None = None,
+                 pairs: "Iterable[tuple[int, int]] | None" = None) -> None:
+        """``pairs``: the (src, dst) pairs the run will send between (network/analytical/pair_recorder.py),
+        the only connections ``preconnect`` opens; None: every pair of every dimension group."""
+        super().__init__(config, max_events, wall_limit_s)  # pairing state; its EventQueue goes unused
+        self._pairs_used = sorted(set(pairs)) if pairs is not None else None
+        self.settings = self.check_config(config)
         self._graph = graph_flows(self.topology)  # a topology file: counts bytes per link
         self._wiring = GraphWiring(self.topology) if self._graph is not None else None
         from network.ns3.loader import load_ns
