@@ -7,17 +7,23 @@ a list. An event scheduled for the tick being run is appended to that tick's lis
 the same pass after everything already there: exactly the (time, insertion) order of one heap
 entry per event, at one heap operation per distinct tick instead of one per event (in a
 lock-step collective a thousand ranks share each tick).
+
+``EventQueue`` is the same queue in C (network/_event_core.c) where pip install could compile it,
+and this module's ``PyEventQueue`` otherwise or with ``DTSIM_PURE_PYTHON=1``: the Python class is
+the reference, and a property test holds the two to one order.
 """
 from __future__ import annotations
 
 import heapq
+import os
 import time as _time
+from types import ModuleType
 from typing import Callable
 
 from network.errors import SimulationLimitError
 
 
-class EventQueue:
+class PyEventQueue:
     __slots__ = ("now", "_cal", "_times", "events_processed", "max_events", "wall_limit_s", "on_tick", "wall_origin")
 
     #: ``on_tick(now_ns, events)`` runs once per this many events (a progress bar's hook)
@@ -81,6 +87,9 @@ class EventQueue:
         try:
             while times:
                 t = pop(times)
+                if t > MAX_TIME_NS:
+                    heapq.heappush(times, t)
+                    raise _time_overflow_error(self.now, t - self.now)
                 self.now = t
                 lst = cal[t]
                 # a list iterator re-reads the length: events appended for this tick run in this pass
@@ -109,6 +118,10 @@ class EventQueue:
         next_tick = (n // every + 1) * every
         while times:
             t = pop(times)
+            if t > MAX_TIME_NS:
+                heapq.heappush(times, t)
+                self.events_processed = n
+                raise _time_overflow_error(self.now, t - self.now)
             self.now = t
             lst = cal[t]
             i = 0
@@ -119,18 +132,12 @@ class EventQueue:
                 n += 1
                 if limit is not None and n >= limit and (i < len(lst) or times):
                     self._halt(n, lst, i, t)
-                    raise SimulationLimitError(
-                        f"event budget of {limit} events exhausted at simulated time {self.now} ns "
-                        f"with {len(self)} events still queued (raise --max-events)"
-                    )
+                    raise _event_budget_error(self, limit)
                 # every 64 events: a budget must hold even when single events are slow (generating
                 # a large collective is one event); a clock read per 64 events costs nothing measurable
                 if deadline is not None and not (n & 0x3F) and _time.monotonic() > deadline:
                     self._halt(n, lst, i, t)
-                    raise SimulationLimitError(
-                        f"wall-time budget of {wall:g} s exhausted at simulated time {self.now} ns "
-                        f"after {n} events (raise --max-wall-seconds)"
-                    )
+                    raise _wall_budget_error(self, wall)
                 if tick is not None and n == next_tick:
                     next_tick += every
                     self.events_processed = n
@@ -139,3 +146,84 @@ class EventQueue:
         self.events_processed = n
         if tick is not None and limit is None and wall is None and n != next_tick - every:
             tick(self.now, n)  # the plain loop's last tick: the bar ends on the final count
+
+
+#: ASTRA-sim's ticks are 64-bit and so is the C queue's clock: a time past this is refused
+MAX_TIME_NS = (1 << 63) - 1
+
+
+def _time_overflow_error(now: int, delay: int) -> SimulationLimitError:
+    return SimulationLimitError(
+        f"an event {delay} ns after {now} ns lies past 2^63 ns (292 years) of simulated time, the end of a 64-bit "
+        "clock (ASTRA-sim's and ours): a latency, bandwidth or duration in the inputs is beyond any real run")
+
+
+def _event_budget_error(q, limit: int) -> SimulationLimitError:
+    return SimulationLimitError(f"event budget of {limit} events exhausted at simulated time {q.now} ns "
+                                f"with {len(q)} events still queued (raise --max-events)")
+
+
+def _wall_budget_error(q, wall: float) -> SimulationLimitError:
+    return SimulationLimitError(f"wall-time budget of {wall:g} s exhausted at simulated time {q.now} ns "
+                                f"after {q.events_processed} events (raise --max-wall-seconds)")
+
+
+def _load_native() -> ModuleType | None:
+    if os.environ.get("DTSIM_PURE_PYTHON") == "1":
+        return None
+    try:
+        from network import _event_core
+    except ImportError:  # not compiled (no compiler at install, or a checkout used without pip install)
+        return None
+    from pathlib import Path
+
+    from network.native_build import source_checksum
+
+    here = source_checksum(Path(__file__).resolve().parent)
+    if here is not None and here != _event_core.SOURCE_CHECKSUM:
+        import warnings
+
+        warnings.warn(f"{_event_core.__file__} was compiled from other sources than network/_event_core.c, "
+                      "_aware_links.c and _event_core.h as they are now; running the Python event queue "
+                      "(the same results, slower) until `python -m pip install -e .` compiles them again",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    return _event_core
+
+
+_NATIVE = _load_native()
+_Core = None if _NATIVE is None else _NATIVE.Core
+
+
+def native_module() -> ModuleType | None:
+    """The C module (its Core queue, and the congestion-aware Link, Chunk and ChunkArrival), or
+    None where the Python classes run."""
+    return _NATIVE
+
+if _Core is None:
+    EventQueue = PyEventQueue
+else:
+    class EventQueue(_Core):  # type: ignore[no-redef,valid-type,misc]
+        """PyEventQueue's calendar, order and budgets, run in C (network/_event_core.c)."""
+
+        __slots__ = ()
+
+        TICK_EVENTS = PyEventQueue.TICK_EVENTS
+
+        def run(self) -> None:
+            limit, wall, tick = self.max_events, self.wall_limit_s, self.on_tick
+            if limit is None and wall is None and tick is None:
+                self._run(-1, 0.0, None, 0, 0)
+                return
+            deadline = 0.0 if wall is None else (self.wall_origin or _time.monotonic()) + wall
+            every = self.TICK_EVENTS if tick is not None else 0
+            n = self.events_processed
+            next_tick = (n // every + 1) * every if every else 0
+            status, next_tick = self._run(-1 if limit is None else limit, deadline,
+                                          None if wall is None else _time.monotonic, every, next_tick)
+            if status == 1:
+                raise _event_budget_error(self, limit)
+            if status == 2:
+                raise _wall_budget_error(self, wall)
+            if tick is not None and limit is None and wall is None and self.events_processed != next_tick - every:
+                tick(self.now, self.events_processed)  # the plain loop's last tick: the bar ends on the final count

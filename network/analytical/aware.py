@@ -40,6 +40,7 @@ from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, NetworkConfigError
+from network.event_queue import native_module
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
 
@@ -48,13 +49,13 @@ if TYPE_CHECKING:
     from network.analytical.ring_flows import RingFlows
 
 
-class Chunk:
+class PyChunk:
     """A message on its way: its pairing key, its route as links, and the hop it is on
     (ASTRA-sim: Chunk, whose route holds devices; ours holds the links between them)."""
 
     __slots__ = ("full", "route", "hop", "size_bytes", "tail", "ins")
 
-    def __init__(self, full: Message, route: tuple["Link", ...], size_bytes: int,
+    def __init__(self, full: Message, route: tuple["PyLink", ...], size_bytes: int,
                  ins: tuple[int, ...] | None = None) -> None:
         self.full = full
         self.route = route
@@ -64,9 +65,12 @@ class Chunk:
         self.ins = ins  # an orbit run's: per hop, the id of the input link (graph_links.GraphFlows.fold)
 
 
-class Link:
+class PyLink:
     """A directed link that serves one chunk at a time, first in first out (ASTRA-sim: Link).
-    Latency in ns, bandwidth in bytes/ns; ``delays`` maps a size to (arrival, busy) ns."""
+    Latency in ns, bandwidth in bytes/ns; ``delays`` maps a size to (arrival, busy) ns.
+
+    The reference: ``Link`` is the same class in C (network/_aware_links.c) wherever the event
+    queue is the C one, and this class where it is not (see the end of this module's header)."""
 
     __slots__ = ("src", "dst", "dim", "busy", "pending", "peak_pending", "chunks",
                  "latency_ns", "bytes_per_ns", "delays", "_schedule", "_on_arrived", "_queue",
@@ -95,7 +99,7 @@ class Link:
         self.claim_last = -1  # ... and reached it then
         self.claim_recent = None  # starts of its latest chunks there (link_pipes.py)
 
-    def send(self, chunk: Chunk) -> None:
+    def send(self, chunk: PyChunk) -> None:
         if self.busy:
             pending = self.pending
             pending.append(chunk)
@@ -104,7 +108,7 @@ class Link:
         else:
             self._transmit(chunk)
 
-    def _transmit(self, chunk: Chunk) -> None:
+    def _transmit(self, chunk: PyChunk) -> None:
         self.busy = True
         self.chunks += 1
         size = chunk.size_bytes
@@ -131,7 +135,16 @@ class Link:
             self._transmit(self.pending.popleft())
 
 
-class PacketLink(Link):
+#: the C classes where the event queue is C (pip install compiled network/_event_core.c), with
+#: their _on_chunk_arrived (ChunkArrival); the Python ones otherwise or with DTSIM_PURE_PYTHON=1
+_native = native_module()
+if _native is not None:
+    Link, Chunk = _native.Link, _native.Chunk
+else:
+    Link, Chunk = PyLink, PyChunk  # type: ignore[misc]
+
+
+class PacketLink(Link):  # type: ignore[valid-type,misc]
     """A topology file's link: a message crosses it as packets of ``packet_bytes``, as it does in
     the packet simulators those files are written for (SimAI's and ASTRA-sim's ns-3), so a
     message pipelines over its path instead of being stored and forwarded whole at every switch.
@@ -240,6 +253,10 @@ class PacketLink(Link):
         self._schedule(arrive - now, self._on_arrived, chunk)
 
 
+def _chunk_meets_claim(link: Link) -> None:
+    raise FastPathConflict(f"a chunk meets a batched ring phase on link {link.src}->{link.dst}")
+
+
 def _input_link_id(chunk: Chunk) -> int:
     if chunk.ins is not None:
         return chunk.ins[chunk.hop]
@@ -281,6 +298,8 @@ class CongestionAwareBackend(AnalyticalBackend):
         self.time_zero_event: tuple[int, int, int] | None = None  # a message freeing its link at time 0
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
         self._rings: "RingFlows | None" = None
+        if _native is not None:  # the C hop: no Python call between a chunk's links
+            self._on_chunk_arrived = _native.ChunkArrival(self._on_arrival, _chunk_meets_claim)
         self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: PacketLink(
             a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived,
             packet_bytes=packet_bytes))  # None: no topology file

@@ -1,0 +1,544 @@
+/* The congestion-aware backend's links and chunks in C (network/analytical/aware.py: Link, Chunk
+ * and CongestionAwareBackend._on_chunk_arrived), for the event queue in C (_event_core.c).
+ *
+ * The same model, line by line: a link serves one chunk at a time, first in first out; starting
+ * a chunk queues its arrival at the next device at now + int(latency + size / bw), then the link
+ * free again at now + int(size / bw), in that order. Only the calls are cheaper: a hop's two
+ * events go straight into the calendar and run C functions, where in Python they were some eight
+ * Python calls. aware.py's Python classes stay the reference and the fallback; tests run both.
+ *
+ * Link is subclassed in Python (PacketLink, a topology file's link), which overrides send and
+ * _transmit: calls that may reach a subclass go through its methods.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <limits.h>
+
+#include "_event_core.h"
+
+/* -- Chunk -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *full;  /* the message (base.py's list) */
+    PyObject *route; /* a tuple of links */
+    Py_ssize_t hop;
+    long long size_bytes;
+    long long tail;
+    PyObject *ins; /* None or a tuple of input link ids */
+} Chunk;
+
+static PyTypeObject *chunk_type = NULL;
+static PyTypeObject *link_type = NULL;
+
+static int Chunk_init(Chunk *c, PyObject *args, PyObject *kw) {
+    static char *names[] = {"full", "route", "size_bytes", "ins", NULL};
+    PyObject *full, *route, *ins = Py_None;
+    long long size;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!L|O", names, &full, &PyTuple_Type, &route, &size, &ins))
+        return -1;
+    Py_XSETREF(c->full, Py_NewRef(full));
+    Py_XSETREF(c->route, Py_NewRef(route));
+    Py_XSETREF(c->ins, Py_NewRef(ins));
+    c->hop = 0;
+    c->size_bytes = size;
+    c->tail = 0;
+    return 0;
+}
+
+static int Chunk_traverse(Chunk *c, visitproc visit, void *arg) {
+    Py_VISIT(c->full);
+    Py_VISIT(c->route);
+    Py_VISIT(c->ins);
+    Py_VISIT(Py_TYPE(c));
+    return 0;
+}
+
+static int Chunk_clear(Chunk *c) {
+    Py_CLEAR(c->full);
+    Py_CLEAR(c->route);
+    Py_CLEAR(c->ins);
+    return 0;
+}
+
+static void Chunk_dealloc(Chunk *c) {
+    PyTypeObject *tp = Py_TYPE(c);
+    PyObject_GC_UnTrack(c);
+    Chunk_clear(c);
+    tp->tp_free((PyObject *)c);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef Chunk_members[] = {
+    {"full", T_OBJECT, offsetof(Chunk, full), 0, NULL},
+    {"route", T_OBJECT, offsetof(Chunk, route), 0, NULL},
+    {"hop", T_PYSSIZET, offsetof(Chunk, hop), 0, NULL},
+    {"size_bytes", T_LONGLONG, offsetof(Chunk, size_bytes), 0, NULL},
+    {"tail", T_LONGLONG, offsetof(Chunk, tail), 0, NULL},
+    {"ins", T_OBJECT, offsetof(Chunk, ins), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Chunk_slots[] = {
+    {Py_tp_doc, "A message on its way (network/analytical/aware.py: Chunk)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Chunk_init},
+    {Py_tp_dealloc, Chunk_dealloc},
+    {Py_tp_traverse, Chunk_traverse},
+    {Py_tp_clear, Chunk_clear},
+    {Py_tp_members, Chunk_members},
+    {0, NULL},
+};
+
+static PyType_Spec Chunk_spec = {
+    .name = "network._event_core.Chunk",
+    .basicsize = sizeof(Chunk),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Chunk_slots,
+};
+
+/* -- Link --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    long long src, dst, dim;
+    char busy;
+    PyObject **pend; /* a ring buffer of chunks: ASTRA-sim's Link::pending_chunks */
+    Py_ssize_t pend_head, pend_n, pend_cap;
+    Py_ssize_t peak_pending;
+    long long chunks;
+    double latency_ns, bytes_per_ns;
+    PyObject *delays;     /* dict: size -> (arrival, busy) ns, shared by a dimension's links */
+    PyObject *schedule;   /* the queue's schedule */
+    PyObject *on_arrived; /* called with the chunk at the next device */
+    PyObject *queue;      /* the queue (a Core) */
+    PyObject *free_cb;    /* self._on_free, bound once */
+    PyObject *two;        /* the queue's schedule_two */
+    long long last_start, free_at, claim_until, claim_last;
+    PyObject *claim_recent;
+    int is_core; /* queue is the C queue: events go straight into its calendar */
+} Link;
+
+static PyObject *units_arrival = NULL, *units_serialization = NULL; /* network.units */
+static PyObject *empty_tuple = NULL;
+
+static int Link_init(Link *l, PyObject *args, PyObject *kw) {
+    static char *names[] = {"src", "dst", "dim", "latency_ns", "bytes_per_ns", "delays", "schedule", "on_arrived",
+                            NULL};
+    long long src, dst, dim;
+    double lat, bpn;
+    PyObject *delays, *schedule, *on_arrived;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LLLddO!OO", names, &src, &dst, &dim, &lat, &bpn, &PyDict_Type,
+                                     &delays, &schedule, &on_arrived))
+        return -1;
+    /* the queue whose schedule this is: its clock, and with the C queue its calendar */
+    PyObject *queue = PyObject_GetAttrString(schedule, "__self__");
+    if (!queue) return -1;
+    PyObject *two = PyObject_GetAttrString(queue, "schedule_two");
+    if (!two) {
+        PyErr_Clear();
+        two = Py_NewRef(Py_None);
+    }
+    PyObject *free_cb = PyObject_GetAttrString((PyObject *)l, "_on_free");
+    if (!free_cb) {
+        Py_DECREF(queue);
+        Py_DECREF(two);
+        return -1;
+    }
+    l->is_core = PyObject_TypeCheck(queue, dtsim_core_type);
+    l->src = src;
+    l->dst = dst;
+    l->dim = dim;
+    l->busy = 0;
+    l->peak_pending = 0;
+    l->chunks = 0;
+    l->latency_ns = lat;
+    l->bytes_per_ns = bpn;
+    Py_XSETREF(l->delays, Py_NewRef(delays));
+    Py_XSETREF(l->schedule, Py_NewRef(schedule));
+    Py_XSETREF(l->on_arrived, Py_NewRef(on_arrived));
+    Py_XSETREF(l->queue, queue);
+    Py_XSETREF(l->two, two);
+    Py_XSETREF(l->free_cb, free_cb);
+    Py_XSETREF(l->claim_recent, Py_NewRef(Py_None));
+    l->last_start = l->free_at = l->claim_until = l->claim_last = -1;
+    return 0;
+}
+
+static int pend_push(Link *l, PyObject *c) {
+    if (l->pend_n == l->pend_cap) {
+        Py_ssize_t cap = l->pend_cap ? l->pend_cap * 2 : 8;
+        PyObject **b = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap);
+        if (!b) { PyErr_NoMemory(); return -1; }
+        for (Py_ssize_t i = 0; i < l->pend_n; i++) b[i] = l->pend[(l->pend_head + i) % l->pend_cap];
+        PyMem_Free(l->pend);
+        l->pend = b;
+        l->pend_head = 0;
+        l->pend_cap = cap;
+    }
+    l->pend[(l->pend_head + l->pend_n) % l->pend_cap] = Py_NewRef(c);
+    l->pend_n++;
+    if (l->pend_n > l->peak_pending) l->peak_pending = l->pend_n;
+    return 0;
+}
+
+static PyObject *pend_pop(Link *l) { /* a new reference */
+    PyObject *c = l->pend[l->pend_head];
+    l->pend_head = (l->pend_head + 1) % l->pend_cap;
+    l->pend_n--;
+    return c;
+}
+
+/* (arrival, busy) ns for a chunk of size bytes: the dimension's cache, else network.units */
+static int link_delays(Link *l, long long size, long long *arrive, long long *busy) {
+    PyObject *key = PyLong_FromLongLong(size);
+    if (!key) return -1;
+    PyObject *d = PyDict_GetItemWithError(l->delays, key); /* borrowed */
+    if (!d) {
+        if (PyErr_Occurred()) { Py_DECREF(key); return -1; }
+        PyObject *a = PyObject_CallFunction(units_arrival, "Ldd", size, l->latency_ns, l->bytes_per_ns);
+        PyObject *b = a ? PyObject_CallFunction(units_serialization, "Ld", size, l->bytes_per_ns) : NULL;
+        d = b ? PyTuple_Pack(2, a, b) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (!d || PyDict_SetItem(l->delays, key, d) < 0) { Py_XDECREF(d); Py_DECREF(key); return -1; }
+        Py_DECREF(d); /* the dict holds it */
+    }
+    Py_DECREF(key);
+    if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 2) {
+        PyErr_SetString(PyExc_TypeError, "a link's delays hold (arrival, busy) tuples");
+        return -1;
+    }
+    *arrive = PyLong_AsLongLong(PyTuple_GET_ITEM(d, 0));
+    *busy = PyLong_AsLongLong(PyTuple_GET_ITEM(d, 1));
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static long long chunk_size(PyObject *chunk, int *err) {
+    if (Py_IS_TYPE(chunk, chunk_type)) return ((Chunk *)chunk)->size_bytes;
+    PyObject *s = PyObject_GetAttrString(chunk, "size_bytes");
+    long long v = s ? PyLong_AsLongLong(s) : -1;
+    Py_XDECREF(s);
+    *err = PyErr_Occurred() != NULL;
+    return v;
+}
+
+/* the link's queue's clock */
+static int link_now(Link *l, long long *now) {
+    if (l->is_core) {
+        *now = ((Queue *)l->queue)->now;
+        return 0;
+    }
+    PyObject *t = PyObject_GetAttrString(l->queue, "now");
+    if (!t) return -1;
+    *now = PyLong_AsLongLong(t);
+    Py_DECREF(t);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Link._transmit of the plain link */
+static int link_transmit_c(Link *l, PyObject *chunk) {
+    int err = 0;
+    long long size = chunk_size(chunk, &err), arrive, busy;
+    if (err || link_delays(l, size, &arrive, &busy) < 0) return -1;
+    long long now;
+    if (link_now(l, &now) < 0) return -1;
+    if (busy > 0 && now > LLONG_MAX - busy) { /* the arrival's schedule below says why */
+        busy = 0;
+        arrive = LLONG_MAX;
+    }
+    l->busy = 1;
+    l->chunks++;
+    l->last_start = now;
+    l->free_at = now + busy;
+    /* arrival first, then link-free: ASTRA-sim inserts them in this order */
+    if (!l->is_core) { /* another queue (a test's reference queue): through its schedule */
+        PyObject *r = PyObject_CallFunction(l->schedule, "LOO", arrive, l->on_arrived, chunk);
+        if (!r) return -1;
+        Py_DECREF(r);
+        r = PyObject_CallFunction(l->schedule, "LO", busy, l->free_cb);
+        if (!r) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    Queue *q = (Queue *)l->queue;
+    PyObject *a = PyTuple_Pack(1, chunk);
+    if (!a) return -1;
+    int r = dtsim_push_event(q, arrive, l->on_arrived, a);
+    Py_DECREF(a);
+    if (r < 0) return -1;
+    return dtsim_push_event(q, busy, l->free_cb, empty_tuple);
+}
+
+/* self._transmit(chunk): C for a plain link, the override for a subclass */
+static int link_transmit(Link *l, PyObject *chunk) {
+    if (Py_IS_TYPE(l, link_type)) return link_transmit_c(l, chunk);
+    PyObject *r = PyObject_CallMethod((PyObject *)l, "_transmit", "O", chunk);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *Link_send(Link *l, PyObject *chunk) {
+    if (l->busy) {
+        if (pend_push(l, chunk) < 0) return NULL;
+    } else if (link_transmit(l, chunk) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Link_transmit(Link *l, PyObject *chunk) {
+    if (link_transmit_c(l, chunk) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Link_on_free(Link *l, PyObject *Py_UNUSED(ignored)) {
+    l->busy = 0;
+    if (l->pend_n) {
+        PyObject *c = pend_pop(l);
+        int r = link_transmit(l, c);
+        Py_DECREF(c);
+        if (r < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Link_get_pending(Link *l, void *Py_UNUSED(closure)) {
+    PyObject *t = PyTuple_New(l->pend_n);
+    if (!t) return NULL;
+    for (Py_ssize_t i = 0; i < l->pend_n; i++)
+        PyTuple_SET_ITEM(t, i, Py_NewRef(l->pend[(l->pend_head + i) % l->pend_cap]));
+    return t;
+}
+
+static int Link_traverse(Link *l, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < l->pend_n; i++) Py_VISIT(l->pend[(l->pend_head + i) % l->pend_cap]);
+    Py_VISIT(l->delays);
+    Py_VISIT(l->schedule);
+    Py_VISIT(l->on_arrived);
+    Py_VISIT(l->queue);
+    Py_VISIT(l->free_cb);
+    Py_VISIT(l->two);
+    Py_VISIT(l->claim_recent);
+    Py_VISIT(Py_TYPE(l));
+    return 0;
+}
+
+static int Link_clear(Link *l) {
+    while (l->pend_n) {
+        PyObject *c = pend_pop(l);
+        Py_DECREF(c);
+    }
+    Py_CLEAR(l->delays);
+    Py_CLEAR(l->schedule);
+    Py_CLEAR(l->on_arrived);
+    Py_CLEAR(l->queue);
+    Py_CLEAR(l->free_cb);
+    Py_CLEAR(l->two);
+    Py_CLEAR(l->claim_recent);
+    return 0;
+}
+
+static void Link_dealloc(Link *l) {
+    PyTypeObject *tp = Py_TYPE(l);
+    PyObject_GC_UnTrack(l);
+    Link_clear(l);
+    PyMem_Free(l->pend);
+    tp->tp_free((PyObject *)l);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef Link_methods[] = {
+    {"send", (PyCFunction)Link_send, METH_O, "queue the chunk, or start it on a free link"},
+    {"_transmit", (PyCFunction)Link_transmit, METH_O, "start the chunk: its arrival, then the link free"},
+    {"_on_free", (PyCFunction)Link_on_free, METH_NOARGS, "ASTRA-sim: Link::link_become_free"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Link_members[] = {
+    {"src", T_LONGLONG, offsetof(Link, src), 0, NULL},
+    {"dst", T_LONGLONG, offsetof(Link, dst), 0, NULL},
+    {"dim", T_LONGLONG, offsetof(Link, dim), 0, NULL},
+    {"busy", T_BOOL, offsetof(Link, busy), 0, NULL},
+    {"peak_pending", T_PYSSIZET, offsetof(Link, peak_pending), 0, NULL},
+    {"chunks", T_LONGLONG, offsetof(Link, chunks), 0, NULL},
+    {"latency_ns", T_DOUBLE, offsetof(Link, latency_ns), 0, NULL},
+    {"bytes_per_ns", T_DOUBLE, offsetof(Link, bytes_per_ns), 0, NULL},
+    {"delays", T_OBJECT, offsetof(Link, delays), READONLY, NULL},
+    {"_schedule", T_OBJECT, offsetof(Link, schedule), READONLY, NULL},
+    {"_on_arrived", T_OBJECT, offsetof(Link, on_arrived), READONLY, NULL},
+    {"_queue", T_OBJECT, offsetof(Link, queue), READONLY, NULL},
+    {"_free_cb", T_OBJECT, offsetof(Link, free_cb), READONLY, NULL},
+    {"_two", T_OBJECT, offsetof(Link, two), READONLY, NULL},
+    {"last_start", T_LONGLONG, offsetof(Link, last_start), 0, NULL},
+    {"free_at", T_LONGLONG, offsetof(Link, free_at), 0, NULL},
+    {"claim_until", T_LONGLONG, offsetof(Link, claim_until), 0, NULL},
+    {"claim_last", T_LONGLONG, offsetof(Link, claim_last), 0, NULL},
+    {"claim_recent", T_OBJECT, offsetof(Link, claim_recent), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef Link_getset[] = {
+    {"pending", (getter)Link_get_pending, NULL, "the queued chunks, oldest first (a snapshot)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Link_slots[] = {
+    {Py_tp_doc, "A directed link, one chunk at a time, first in first out (network/analytical/aware.py: Link)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Link_init},
+    {Py_tp_dealloc, Link_dealloc},
+    {Py_tp_traverse, Link_traverse},
+    {Py_tp_clear, Link_clear},
+    {Py_tp_methods, Link_methods},
+    {Py_tp_members, Link_members},
+    {Py_tp_getset, Link_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Link_spec = {
+    .name = "network._event_core.Link",
+    .basicsize = sizeof(Link),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Link_slots,
+};
+
+/* -- ChunkArrival: CongestionAwareBackend._on_chunk_arrived ------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *on_arrival; /* the backend's _on_arrival(message) */
+    PyObject *conflict;   /* conflict(link): raises FastPathConflict */
+    vectorcallfunc vectorcall;
+} Arrival;
+
+static int Arrival_init(Arrival *a, PyObject *args, PyObject *kw) {
+    static char *names[] = {"on_arrival", "conflict", NULL};
+    PyObject *on_arrival, *conflict;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", names, &on_arrival, &conflict)) return -1;
+    Py_XSETREF(a->on_arrival, Py_NewRef(on_arrival));
+    Py_XSETREF(a->conflict, Py_NewRef(conflict));
+    return 0;
+}
+
+/* ASTRA-sim: Chunk::chunk_arrived_next_device */
+static PyObject *arrival_call(Arrival *a, PyObject *chunk_obj) {
+    if (!Py_IS_TYPE(chunk_obj, chunk_type)) {
+        PyErr_SetString(PyExc_TypeError, "ChunkArrival takes a Chunk");
+        return NULL;
+    }
+    Chunk *c = (Chunk *)chunk_obj;
+    Py_ssize_t hop = c->hop + 1;
+    if (hop == PyTuple_GET_SIZE(c->route)) return PyObject_CallOneArg(a->on_arrival, c->full);
+    c->hop = hop;
+    PyObject *link_obj = PyTuple_GET_ITEM(c->route, hop);
+    if (!PyObject_TypeCheck(link_obj, link_type)) {
+        PyErr_SetString(PyExc_TypeError, "a route holds links");
+        return NULL;
+    }
+    Link *link = (Link *)link_obj;
+    long long now;
+    if (link_now(link, &now) < 0) return NULL;
+    if (link->claim_until > now) return PyObject_CallOneArg(a->conflict, link_obj); /* raises */
+    if (Py_IS_TYPE(link, link_type)) {
+        if (link->busy) {
+            if (pend_push(link, chunk_obj) < 0) return NULL;
+        } else if (link_transmit_c(link, chunk_obj) < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return PyObject_CallMethod(link_obj, "send", "O", chunk_obj);
+}
+
+static PyObject *Arrival_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "ChunkArrival(chunk)");
+        return NULL;
+    }
+    return arrival_call((Arrival *)self, args[0]);
+}
+
+static PyObject *Arrival_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+    Arrival *a = (Arrival *)PyType_GenericNew(tp, args, kw);
+    if (a) a->vectorcall = Arrival_vectorcall;
+    return (PyObject *)a;
+}
+
+static int Arrival_traverse(Arrival *a, visitproc visit, void *arg) {
+    Py_VISIT(a->on_arrival);
+    Py_VISIT(a->conflict);
+    Py_VISIT(Py_TYPE(a));
+    return 0;
+}
+
+static int Arrival_clear(Arrival *a) {
+    Py_CLEAR(a->on_arrival);
+    Py_CLEAR(a->conflict);
+    return 0;
+}
+
+static void Arrival_dealloc(Arrival *a) {
+    PyTypeObject *tp = Py_TYPE(a);
+    PyObject_GC_UnTrack(a);
+    Arrival_clear(a);
+    tp->tp_free((PyObject *)a);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef Arrival_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Arrival, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Arrival_slots[] = {
+    {Py_tp_doc, "A chunk at the next device: deliver it, or send it on its route's next link."},
+    {Py_tp_new, Arrival_new},
+    {Py_tp_init, Arrival_init},
+    {Py_tp_dealloc, Arrival_dealloc},
+    {Py_tp_traverse, Arrival_traverse},
+    {Py_tp_clear, Arrival_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, Arrival_members},
+    {0, NULL},
+};
+
+static PyType_Spec Arrival_spec = {
+    .name = "network._event_core.ChunkArrival",
+    .basicsize = sizeof(Arrival),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = Arrival_slots,
+};
+
+/* -- the module --------------------------------------------------------------------------------- */
+
+static int add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyTypeObject **out) {
+    PyObject *tp = PyType_FromModuleAndSpec(m, spec, base);
+    if (!tp) return -1;
+    *out = (PyTypeObject *)Py_NewRef(tp); /* kept for the lifetime of the process */
+    const char *name = strrchr(spec->name, '.') + 1;
+    if (PyModule_AddObject(m, name, tp) < 0) {
+        Py_DECREF(tp);
+        return -1;
+    }
+    return 0;
+}
+
+int dtsim_add_aware_links(PyObject *m) {
+    PyTypeObject *arrival_type;
+    if (!empty_tuple && !(empty_tuple = PyTuple_New(0))) return -1;
+    if (!units_arrival) {
+        PyObject *units = PyImport_ImportModule("network.units");
+        if (!units) return -1;
+        units_arrival = PyObject_GetAttrString(units, "link_arrival_ns");
+        units_serialization = PyObject_GetAttrString(units, "link_serialization_ns");
+        Py_DECREF(units);
+        if (!units_arrival || !units_serialization) return -1;
+    }
+    if (add_type(m, &Chunk_spec, NULL, &chunk_type) < 0 || add_type(m, &Link_spec, NULL, &link_type) < 0 ||
+        add_type(m, &Arrival_spec, NULL, &arrival_type) < 0)
+        return -1;
+    return 0;
+}

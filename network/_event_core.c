@@ -1,0 +1,495 @@
+/* The event core of network/event_queue.py in C: the same calendar (one FIFO list of events per
+ * tick, a heap of the ticks that have one), the same (time, insertion) order, the same budgets.
+ *
+ * Why C: an analytical run is some five events per message, and in Python the loop, the heap and
+ * the two schedule calls of every link hop are a fifth of the run. The Python class stays the
+ * reference and the fallback (no compiler at install, or DTSIM_PURE_PYTHON=1); a property test
+ * holds the two to the same order on random programs.
+ *
+ * Layout: `ticks` is a slab of per-tick event arrays, reused; `heap` holds slab indices ordered
+ * by tick; `map` finds a tick's slab by its time (open addressing, linear probing, deletion by
+ * backward shift). A tick being run stays in `map` until its last event has run, so events
+ * scheduled for it meanwhile join it; `head` is how many of its events have run.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <limits.h>
+
+#include "_event_core.h"
+
+/* -- the map: tick time -> slab index ----------------------------------------------------------- */
+
+static inline size_t slot_of(long long t, Py_ssize_t cap) {
+    unsigned long long h = (unsigned long long)t * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(h >> 32) & (size_t)(cap - 1);
+}
+
+static Py_ssize_t map_get(Queue *q, long long t) {
+    size_t mask = (size_t)q->map_cap - 1, i = slot_of(t, q->map_cap);
+    for (;;) {
+        Py_ssize_t v = q->map_vals[i];
+        if (v < 0) return -1;
+        if (q->map_keys[i] == t) return v;
+        i = (i + 1) & mask;
+    }
+}
+
+static void map_put_nogrow(Queue *q, long long t, Py_ssize_t v) {
+    size_t mask = (size_t)q->map_cap - 1, i = slot_of(t, q->map_cap);
+    while (q->map_vals[i] >= 0) i = (i + 1) & mask;
+    q->map_keys[i] = t;
+    q->map_vals[i] = v;
+    q->map_n++;
+}
+
+static int map_init(Queue *q, Py_ssize_t cap) {
+    q->map_keys = PyMem_Malloc(sizeof(long long) * (size_t)cap);
+    q->map_vals = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)cap);
+    if (!q->map_keys || !q->map_vals) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < cap; i++) q->map_vals[i] = -1;
+    q->map_cap = cap;
+    q->map_n = 0;
+    return 0;
+}
+
+static int map_put(Queue *q, long long t, Py_ssize_t v) {
+    if (2 * (q->map_n + 1) > q->map_cap) {
+        long long *keys = q->map_keys;
+        Py_ssize_t *vals = q->map_vals, cap = q->map_cap;
+        if (map_init(q, cap * 2) < 0) { q->map_keys = keys; q->map_vals = vals; q->map_cap = cap; return -1; }
+        for (Py_ssize_t i = 0; i < cap; i++)
+            if (vals[i] >= 0) map_put_nogrow(q, keys[i], vals[i]);
+        PyMem_Free(keys);
+        PyMem_Free(vals);
+    }
+    map_put_nogrow(q, t, v);
+    return 0;
+}
+
+static void map_del(Queue *q, long long t) {
+    size_t mask = (size_t)q->map_cap - 1, i = slot_of(t, q->map_cap);
+    while (q->map_keys[i] != t || q->map_vals[i] < 0) {
+        if (q->map_vals[i] < 0) return;
+        i = (i + 1) & mask;
+    }
+    /* backward shift: later entries of the probe run move up so that no lookup stops early */
+    size_t j = i;
+    for (;;) {
+        q->map_vals[i] = -1;
+        for (;;) {
+            j = (j + 1) & mask;
+            if (q->map_vals[j] < 0) { q->map_n--; return; }
+            size_t home = slot_of(q->map_keys[j], q->map_cap);
+            /* j's entry may fill i unless its home lies cyclically in (i, j] */
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
+            break;
+        }
+        q->map_keys[i] = q->map_keys[j];
+        q->map_vals[i] = q->map_vals[j];
+        i = j;
+    }
+}
+
+/* -- the heap of ticks -------------------------------------------------------------------------- */
+
+static int heap_push(Queue *q, Py_ssize_t idx) {
+    if (q->heap_n == q->heap_cap) {
+        Py_ssize_t cap = q->heap_cap ? q->heap_cap * 2 : 64;
+        Py_ssize_t *h = PyMem_Realloc(q->heap, sizeof(Py_ssize_t) * (size_t)cap);
+        if (!h) { PyErr_NoMemory(); return -1; }
+        q->heap = h;
+        q->heap_cap = cap;
+    }
+    Py_ssize_t *h = q->heap;
+    Tick *tk = q->ticks;
+    long long t = tk[idx].t;
+    Py_ssize_t i = q->heap_n++;
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) >> 1;
+        if (tk[h[p]].t <= t) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = idx;
+    return 0;
+}
+
+static Py_ssize_t heap_pop(Queue *q) {
+    Py_ssize_t *h = q->heap;
+    Tick *tk = q->ticks;
+    Py_ssize_t top = h[0], last = h[--q->heap_n], n = q->heap_n, i = 0;
+    long long t = tk[last].t;
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && tk[h[c + 1]].t < tk[h[c]].t) c++;
+        if (tk[h[c]].t >= t) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n) h[i] = last;
+    return top;
+}
+
+/* -- scheduling --------------------------------------------------------------------------------- */
+
+static Py_ssize_t new_tick(Queue *q, long long t) {
+    Py_ssize_t idx;
+    if (q->nfree) {
+        idx = q->free_slots[--q->nfree];
+    } else {
+        if (q->nticks == q->ticks_cap) {
+            Py_ssize_t cap = q->ticks_cap ? q->ticks_cap * 2 : 64;
+            Tick *tk = PyMem_Realloc(q->ticks, sizeof(Tick) * (size_t)cap);
+            if (!tk) { PyErr_NoMemory(); return -1; }
+            q->ticks = tk;
+            q->ticks_cap = cap;
+        }
+        idx = q->nticks++;
+        q->ticks[idx].ev = NULL;
+        q->ticks[idx].cap = 0;
+    }
+    Tick *tk = &q->ticks[idx];
+    tk->t = t;
+    tk->n = tk->head = 0;
+    if (map_put(q, t, idx) < 0 || heap_push(q, idx) < 0) return -1;
+    return idx;
+}
+
+static void release_tick(Queue *q, Py_ssize_t idx) {
+    map_del(q, q->ticks[idx].t);
+    if (q->nfree == q->free_cap) {
+        Py_ssize_t cap = q->free_cap ? q->free_cap * 2 : 64;
+        Py_ssize_t *f = PyMem_Realloc(q->free_slots, sizeof(Py_ssize_t) * (size_t)cap);
+        if (!f) {  /* keep the slab entry unused rather than fail: it is only memory */
+            PyMem_Free(q->ticks[idx].ev);
+            q->ticks[idx].ev = NULL;
+            q->ticks[idx].cap = 0;
+            return;
+        }
+        q->free_slots = f;
+        q->free_cap = cap;
+    }
+    q->free_slots[q->nfree++] = idx;
+}
+
+/* Steals nothing: takes new references to cb and args. */
+/* SimulationLimitError for a time past 2^63 ns, from network.event_queue (imported on this path only) */
+static int time_overflow(long long now, PyObject *delay) {
+    PyObject *mod = PyImport_ImportModule("network.event_queue");
+    PyObject *err = mod ? PyObject_CallMethod(mod, "_time_overflow_error", "LO", now, delay) : NULL;
+    Py_XDECREF(mod);
+    if (err) {
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+        Py_DECREF(err);
+    }
+    return -1;
+}
+
+int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
+    if (delay > 0 && q->now > LLONG_MAX - delay) {
+        PyObject *d = PyLong_FromLongLong(delay);
+        if (d) {
+            time_overflow(q->now, d);
+            Py_DECREF(d);
+        }
+        return -1;
+    }
+    long long t = q->now + delay;
+    Py_ssize_t idx = map_get(q, t);
+    if (idx < 0 && (idx = new_tick(q, t)) < 0) return -1;
+    Tick *tk = &q->ticks[idx];
+    if (tk->n == tk->cap) {
+        Py_ssize_t cap = tk->cap ? tk->cap * 2 : 4;
+        Ev *ev = PyMem_Realloc(tk->ev, sizeof(Ev) * (size_t)cap);
+        if (!ev) { PyErr_NoMemory(); return -1; }
+        tk->ev = ev;
+        tk->cap = cap;
+    }
+    Py_INCREF(cb);
+    Py_INCREF(args);
+    tk->ev[tk->n].cb = cb;
+    tk->ev[tk->n].args = args;
+    tk->n++;
+    return 0;
+}
+
+static int as_delay(Queue *q, PyObject *o, long long *out) {
+    long long d = PyLong_AsLongLong(o);
+    if (d == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            return time_overflow(q->now, o);
+        }
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static PyObject *Queue_schedule(Queue *q, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "schedule(delay_ns, callback, *args)");
+        return NULL;
+    }
+    long long d;
+    if (as_delay(q, args[0], &d) < 0) return NULL;
+    PyObject *tup = PyTuple_New(nargs - 2);
+    if (!tup) return NULL;
+    for (Py_ssize_t i = 2; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tup, i - 2, args[i]);
+    }
+    int r = dtsim_push_event(q, d, args[1], tup);
+    Py_DECREF(tup);
+    if (r < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Queue_schedule_two(Queue *q, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyTuple_Check(args[2]) || !PyTuple_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "schedule_two(delay_a, callback_a, args_a, delay_b, callback_b, args_b), args as tuples");
+        return NULL;
+    }
+    long long da, db;
+    if (as_delay(q, args[0], &da) < 0 || as_delay(q, args[3], &db) < 0) return NULL;
+    if (dtsim_push_event(q, da, args[1], args[2]) < 0 || dtsim_push_event(q, db, args[4], args[5]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Queue_len(Queue *q) {
+    Py_ssize_t s = 0;
+    for (Py_ssize_t k = 0; k < q->heap_n; k++) {
+        Tick *tk = &q->ticks[q->heap[k]];
+        s += tk->n - tk->head;
+    }
+    return s;
+}
+
+/* -- running ------------------------------------------------------------------------------------ */
+
+/* clock() as a float; -1 with an exception set when it fails */
+static double read_clock(PyObject *clock) {
+    PyObject *r = PyObject_CallNoArgs(clock);
+    if (!r) return -1.0;
+    double v = PyFloat_AsDouble(r);
+    Py_DECREF(r);
+    return v;
+}
+
+/* _run(limit, deadline, clock, every, next_tick) -> (status, next_tick): status 0 done, 1 the
+ * event budget, 2 the wall budget. limit < 0: none; clock None: no wall budget, else deadline is
+ * in clock()'s seconds and read every 64 events; every 0: no progress hook. Events of a tick not
+ * yet run stay queued when the run stops early (a budget or an exception). */
+static PyObject *Queue_run_loop(Queue *q, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_run(limit, deadline, clock, every, next_tick)");
+        return NULL;
+    }
+    long long limit = PyLong_AsLongLong(args[0]);
+    double deadline = PyFloat_AsDouble(args[1]);
+    PyObject *clock = args[2] == Py_None ? NULL : args[2];
+    long long every = PyLong_AsLongLong(args[3]);
+    long long next_tick = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    long long n = q->events_processed;
+    int status = 0;
+    Py_ssize_t idx = 0;
+    /* a reference of our own: the hook may clear on_tick while it runs */
+    PyObject *tick = every && q->on_tick && q->on_tick != Py_None ? Py_NewRef(q->on_tick) : NULL;
+    while (q->heap_n) {
+        idx = heap_pop(q);
+        q->now = q->ticks[idx].t;
+        for (;;) {
+            Tick *tk = &q->ticks[idx]; /* re-read: a callback may grow the slab or this tick */
+            if (tk->head == tk->n) break;
+            Ev e = tk->ev[tk->head++];
+            PyObject *res = PyObject_Call(e.cb, e.args, NULL);
+            Py_DECREF(e.cb);
+            Py_DECREF(e.args);
+            if (!res) goto error;
+            Py_DECREF(res);
+            n++;
+            if (limit >= 0 && n >= limit) {
+                tk = &q->ticks[idx];
+                if (tk->head < tk->n || q->heap_n) {
+                    status = 1;
+                    goto halt;
+                }
+            }
+            if (clock && !(n & 0x3F)) {
+                double now_s = read_clock(clock);
+                if (now_s == -1.0 && PyErr_Occurred()) goto error;
+                if (now_s > deadline) {
+                    status = 2;
+                    goto halt;
+                }
+            }
+            if (tick && n == next_tick) {
+                next_tick += every;
+                q->events_processed = n;
+                PyObject *r = PyObject_CallFunction(tick, "LL", q->now, n);
+                if (!r) goto error;
+                Py_DECREF(r);
+            }
+        }
+        release_tick(q, idx);
+    }
+    q->events_processed = n;
+    Py_XDECREF(tick);
+    return Py_BuildValue("iL", 0, next_tick);
+halt:
+    q->events_processed = n;
+    Py_XDECREF(tick);
+    if (heap_push(q, idx) < 0) return NULL;
+    return Py_BuildValue("iL", status, next_tick);
+error:  /* the tick keeps its events not yet run, as after a budget */
+    q->events_processed = n;
+    Py_XDECREF(tick);
+    if (heap_push(q, idx) < 0) PyErr_Clear();
+    return NULL;
+}
+
+/* -- the type ----------------------------------------------------------------------------------- */
+
+static int Queue_init(Queue *q, PyObject *args, PyObject *kw) {
+    static char *names[] = {"max_events", "wall_limit_s", NULL};
+    PyObject *me = Py_None, *wl = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO", names, &me, &wl)) return -1;
+    Py_INCREF(me);
+    Py_XSETREF(q->max_events, me);
+    Py_INCREF(wl);
+    Py_XSETREF(q->wall_limit_s, wl);
+    Py_INCREF(Py_None);
+    Py_XSETREF(q->wall_origin, Py_None);
+    Py_INCREF(Py_None);
+    Py_XSETREF(q->on_tick, Py_None);
+    q->now = 0;
+    q->events_processed = 0;
+    if (!q->map_keys && map_init(q, 64) < 0) return -1;
+    return 0;
+}
+
+static int Queue_traverse(Queue *q, visitproc visit, void *arg) {
+    for (Py_ssize_t k = 0; k < q->nticks; k++) {
+        Tick *tk = &q->ticks[k];
+        if (!tk->ev) continue;
+        for (Py_ssize_t i = tk->head; i < tk->n; i++) {
+            Py_VISIT(tk->ev[i].cb);
+            Py_VISIT(tk->ev[i].args);
+        }
+    }
+    Py_VISIT(q->on_tick);
+    Py_VISIT(q->max_events);
+    Py_VISIT(q->wall_limit_s);
+    Py_VISIT(q->wall_origin);
+    Py_VISIT(Py_TYPE(q));
+    return 0;
+}
+
+static int Queue_clear(Queue *q) {
+    for (Py_ssize_t k = 0; k < q->nticks; k++) {
+        Tick *tk = &q->ticks[k];
+        if (!tk->ev) continue;
+        Py_ssize_t n = tk->n;
+        Py_ssize_t i = tk->head;
+        tk->head = tk->n = 0; /* first: a decref may run code that looks at the queue */
+        for (; i < n; i++) {
+            Py_CLEAR(tk->ev[i].cb);
+            Py_CLEAR(tk->ev[i].args);
+        }
+    }
+    q->heap_n = 0;
+    Py_CLEAR(q->on_tick);
+    Py_CLEAR(q->max_events);
+    Py_CLEAR(q->wall_limit_s);
+    Py_CLEAR(q->wall_origin);
+    return 0;
+}
+
+static void Queue_dealloc(Queue *q) {
+    PyTypeObject *tp = Py_TYPE(q);
+    PyObject_GC_UnTrack(q);
+    Queue_clear(q);
+    for (Py_ssize_t k = 0; k < q->nticks; k++) PyMem_Free(q->ticks[k].ev);
+    PyMem_Free(q->ticks);
+    PyMem_Free(q->free_slots);
+    PyMem_Free(q->heap);
+    PyMem_Free(q->map_keys);
+    PyMem_Free(q->map_vals);
+    tp->tp_free((PyObject *)q);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef Queue_methods[] = {
+    {"schedule", (PyCFunction)(void (*)(void))Queue_schedule, METH_FASTCALL,
+     "schedule(delay_ns, callback, *args): run callback(*args) at now + delay_ns, after what is there"},
+    {"schedule_two", (PyCFunction)(void (*)(void))Queue_schedule_two, METH_FASTCALL,
+     "schedule_two(delay_a, callback_a, args_a, delay_b, callback_b, args_b): two schedule calls in one"},
+    {"_run", (PyCFunction)(void (*)(void))Queue_run_loop, METH_FASTCALL,
+     "_run(limit, deadline, every, next_tick) -> (status, next_tick)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Queue_members[] = {
+    {"now", T_LONGLONG, offsetof(Queue, now), 0, "the simulated time, ns"},
+    {"events_processed", T_LONGLONG, offsetof(Queue, events_processed), 0, "events run so far"},
+    {"max_events", T_OBJECT, offsetof(Queue, max_events), 0, "the event budget or None"},
+    {"wall_limit_s", T_OBJECT, offsetof(Queue, wall_limit_s), 0, "the wall budget in seconds or None"},
+    {"wall_origin", T_OBJECT, offsetof(Queue, wall_origin), 0, "time.monotonic() the wall budget counts from"},
+    {"on_tick", T_OBJECT, offsetof(Queue, on_tick), 0, "on_tick(now_ns, events), every TICK_EVENTS events"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Queue_slots[] = {
+    {Py_tp_doc, "The calendar event queue's core (network/event_queue.py)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Queue_init},
+    {Py_tp_dealloc, Queue_dealloc},
+    {Py_tp_traverse, Queue_traverse},
+    {Py_tp_clear, Queue_clear},
+    {Py_tp_methods, Queue_methods},
+    {Py_tp_members, Queue_members},
+    {Py_sq_length, Queue_len},
+    {0, NULL},
+};
+
+static PyType_Spec Queue_spec = {
+    .name = "network._event_core.Core",
+    .basicsize = sizeof(Queue),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Queue_slots,
+};
+
+PyTypeObject *dtsim_core_type = NULL;
+
+static int exec_module(PyObject *m) {
+    PyObject *tp = PyType_FromModuleAndSpec(m, &Queue_spec, NULL);
+    if (!tp) return -1;
+    dtsim_core_type = (PyTypeObject *)tp;
+    Py_INCREF(tp); /* the module keeps the type for the link code (_aware_links.c) */
+    if (PyModule_AddObject(m, "Core", tp) < 0) {
+        Py_DECREF(tp);
+        return -1;
+    }
+#ifndef DTSIM_SOURCE_CHECKSUM
+#define DTSIM_SOURCE_CHECKSUM "unknown"
+#endif
+    /* network/native_build.py: what the sources were when this was compiled */
+    if (PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM) < 0) return -1;
+    return dtsim_add_aware_links(m);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_event_core", "The calendar event queue in C (network/event_queue.py).", 0,
+    NULL, module_slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__event_core(void) { return PyModuleDef_Init(&module); }

@@ -1,0 +1,47 @@
+/* Shared by the event queue (_event_core.c) and the congestion-aware links (_aware_links.c),
+ * which put their hop events straight into the queue's calendar. */
+#ifndef DTSIM_EVENT_CORE_H
+#define DTSIM_EVENT_CORE_H
+
+#include <Python.h>
+
+typedef struct {
+    PyObject *cb;
+    PyObject *args; /* a tuple */
+} Ev;
+
+typedef struct {
+    long long t;
+    Ev *ev;
+    Py_ssize_t n, cap, head;
+} Tick;
+
+typedef struct {
+    PyObject_HEAD
+    long long now;
+    long long events_processed;
+    PyObject *max_events;   /* int or None */
+    PyObject *wall_limit_s; /* float or None */
+    PyObject *wall_origin;  /* float or None */
+    PyObject *on_tick;      /* callable or None */
+    Tick *ticks;
+    Py_ssize_t nticks, ticks_cap;
+    Py_ssize_t *free_slots;
+    Py_ssize_t nfree, free_cap;
+    Py_ssize_t *heap;
+    Py_ssize_t heap_n, heap_cap;
+    long long *map_keys;
+    Py_ssize_t *map_vals; /* slab index, -1: empty */
+    Py_ssize_t map_cap, map_n;
+} Queue;
+
+/* Queue a call of cb(*args) at now + delay, after what that tick holds (new references). */
+int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args);
+
+/* The queue's type, for a link to check that its queue is one. */
+extern PyTypeObject *dtsim_core_type;
+
+/* Adds Link, Chunk and ChunkArrival to the module (_aware_links.c). */
+int dtsim_add_aware_links(PyObject *module);
+
+#endif

@@ -1,0 +1,21 @@
+"""The one thing pyproject.toml cannot say: network/_event_core.c, the event queue in C, and
+network/_aware_links.c, the congestion-aware links.
+
+It is optional: without a C compiler pip install still succeeds and the simulator runs the
+Python queue (network/event_queue.py), with the same results, slower."""
+import importlib.util
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+HERE = Path(__file__).resolve().parent
+# network/native_build.py by its path: importing the package here would need its dependencies
+_spec = importlib.util.spec_from_file_location("native_build", HERE / "network" / "native_build.py")
+native_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(native_build)
+
+setup(ext_modules=[Extension(
+    "network._event_core", ["network/_event_core.c", "network/_aware_links.c"],
+    depends=["network/_event_core.h"], optional=True,
+    define_macros=[("DTSIM_SOURCE_CHECKSUM", f'"{native_build.source_checksum(HERE / "network")}"')],
+)])
