@@ -227,3 +227,8 @@ else:
                 raise _wall_budget_error(self, wall)
             if tick is not None and limit is None and wall is None and self.events_processed != next_tick - every:
                 tick(self.now, self.events_processed)  # the plain loop's last tick: the bar ends on the final count
+
+
+def core_name(queue: object) -> str:
+    """The report's ``network.core``: "c" for the C queue, "python" for the reference."""
+    return "c" if _Core is not None and isinstance(queue, _Core) else "python"

@@ -20,7 +20,7 @@ from typing import Callable
 
 from network.config import NetworkConfig
 from network.errors import MessageMismatchError
-from network.event_queue import EventQueue
+from network.event_queue import EventQueue, core_name
 from network.topology import Topology
 
 Callback = Callable[..., None]
@@ -241,6 +241,8 @@ class AnalyticalBackend:
 
     def stats(self) -> dict[str, object]:
         return {
+            # which event core ran: the C one (network/_event_core.c) or the Python reference
+            "core": core_name(self.queue),
             "events": self.queue.events_processed,
             "messages": self.messages,
             "bytes_sent": self.bytes_sent,

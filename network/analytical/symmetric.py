@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable
 
 from network.config import NetworkConfig
-from network.event_queue import EventQueue
+from network.event_queue import EventQueue, core_name
 from network.topology import Topology
 
 
@@ -68,6 +68,7 @@ class SymmetricUnawareBackend:
 
     def stats(self) -> dict[str, object]:
         return {
+            "core": core_name(self.queue),  # which event queue ran (network/event_queue.py)
             "events": self.queue.events_processed,
             "messages": self.messages * self.scale,
             "bytes_sent": sum(self.bytes_per_dim) * self.scale,

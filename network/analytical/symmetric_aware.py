@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError
-from network.event_queue import EventQueue
+from network.event_queue import EventQueue, core_name
 from network.topology import Topology, TopologyKind
 from network.analytical.symmetric_order import Event, Group, before
 from network.units import link_arrival_ns, link_serialization_ns
@@ -400,6 +400,7 @@ class SymmetricAwareBackend:
         s = self.scale
         sent = sum(self.bytes_per_dim)
         return {
+            "core": core_name(self.queue),  # which event queue ran (network/event_queue.py)
             "events": self.queue.events_processed,
             "messages": self.messages * s,
             "bytes_sent": sent * s,

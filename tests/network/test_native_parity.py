@@ -22,7 +22,7 @@ EXAMPLES = ROOT / "examples"
 #: one process per side: run each case (workload, network, system, groups, backend, mode) and
 #: print what must agree
 _RUNNER = r"""
-import json, sys
+import json, os, sys
 from system.simulation import run_simulation
 from network.errors import InputError
 out = []
@@ -33,7 +33,8 @@ for case in json.loads(sys.stdin.read()):
     except Exception as e:  # the same refusal on both sides is agreement too
         out.append({"error": type(e).__name__ + ": " + str(e).splitlines()[0]})
         continue
-    stats = {k: v for k, v in r.network_stats.items() if k != "wall_s"}
+    stats = {k: v for k, v in r.network_stats.items() if k not in ("wall_s", "core")}
+    stats["core_ok"] = r.network_stats["core"] == ("python" if os.environ.get("DTSIM_PURE_PYTHON") else "c")
     out.append({"finish": list(r.finish_ns), "events": r.events, "stats": json.loads(json.dumps(stats, default=str))})
 print(json.dumps(out))
 """
