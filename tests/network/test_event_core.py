@@ -25,11 +25,19 @@ def _compiler() -> str | None:
 
 
 def test_pip_install_built_the_c_queue() -> None:
-    """Where a C compiler exists, pip install compiles the queue and the simulator uses it."""
-    if _compiler() is None:
-        pytest.skip("no C compiler: the Python queue is the one in use, by design")
-    assert EventQueue is not PyEventQueue, "setup.py's network._event_core did not build (see pip install -v)"
+    """Where a C compiler exists, pip install compiles the queue and the simulator uses it. The
+    build is optional (a compiler without Python's headers is common): elsewhere a run uses the
+    Python queue and this test skips, but not under CI=true, whose machine has both."""
+    from conftest import IN_CI
+
+    if EventQueue is PyEventQueue:
+        why = ("no C compiler" if _compiler() is None else "setup.py's network._event_core did not build "
+               "(pip install -v says why; Python's headers missing is the usual cause)")
+        if IN_CI:
+            pytest.fail(f"CI=true and {why}", pytrace=False)
+        pytest.skip(f"{why}: the Python queue is the one in use, with the same results")
     assert issubclass(EventQueue, event_queue._Core)
+    assert event_queue.native_module() is not None
 
 
 def test_dtsim_pure_python_selects_the_python_queue() -> None:
