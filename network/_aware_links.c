@@ -114,7 +114,6 @@ typedef struct {
     PyObject *on_arrived; /* called with the chunk at the next device */
     PyObject *queue;      /* the queue (a Core) */
     PyObject *free_cb;    /* self._on_free, bound once */
-    PyObject *two;        /* the queue's schedule_two */
     long long last_start, free_at, claim_until, claim_last;
     PyObject *claim_recent;
     int is_core; /* queue is the C queue: events go straight into its calendar */
@@ -135,15 +134,9 @@ static int Link_init(Link *l, PyObject *args, PyObject *kw) {
     /* the queue whose schedule this is: its clock, and with the C queue its calendar */
     PyObject *queue = PyObject_GetAttrString(schedule, "__self__");
     if (!queue) return -1;
-    PyObject *two = PyObject_GetAttrString(queue, "schedule_two");
-    if (!two) {
-        PyErr_Clear();
-        two = Py_NewRef(Py_None);
-    }
     PyObject *free_cb = PyObject_GetAttrString((PyObject *)l, "_on_free");
     if (!free_cb) {
         Py_DECREF(queue);
-        Py_DECREF(two);
         return -1;
     }
     l->is_core = PyObject_TypeCheck(queue, dtsim_core_type);
@@ -159,7 +152,6 @@ static int Link_init(Link *l, PyObject *args, PyObject *kw) {
     Py_XSETREF(l->schedule, Py_NewRef(schedule));
     Py_XSETREF(l->on_arrived, Py_NewRef(on_arrived));
     Py_XSETREF(l->queue, queue);
-    Py_XSETREF(l->two, two);
     Py_XSETREF(l->free_cb, free_cb);
     Py_XSETREF(l->claim_recent, Py_NewRef(Py_None));
     l->last_start = l->free_at = l->claim_until = l->claim_last = -1;
@@ -215,15 +207,6 @@ static int link_delays(Link *l, long long size, long long *arrive, long long *bu
     return PyErr_Occurred() ? -1 : 0;
 }
 
-static long long chunk_size(PyObject *chunk, int *err) {
-    if (Py_IS_TYPE(chunk, chunk_type)) return ((Chunk *)chunk)->size_bytes;
-    PyObject *s = PyObject_GetAttrString(chunk, "size_bytes");
-    long long v = s ? PyLong_AsLongLong(s) : -1;
-    Py_XDECREF(s);
-    *err = PyErr_Occurred() != NULL;
-    return v;
-}
-
 /* the link's queue's clock */
 static int link_now(Link *l, long long *now) {
     if (l->is_core) {
@@ -239,9 +222,12 @@ static int link_now(Link *l, long long *now) {
 
 /* Link._transmit of the plain link */
 static int link_transmit_c(Link *l, PyObject *chunk) {
-    int err = 0;
-    long long size = chunk_size(chunk, &err), arrive, busy;
-    if (err || link_delays(l, size, &arrive, &busy) < 0) return -1;
+    if (!Py_IS_TYPE(chunk, chunk_type)) {
+        PyErr_SetString(PyExc_TypeError, "a C link carries Chunk objects (network._event_core.Chunk)");
+        return -1;
+    }
+    long long arrive, busy;
+    if (link_delays(l, ((Chunk *)chunk)->size_bytes, &arrive, &busy) < 0) return -1;
     long long now;
     if (link_now(l, &now) < 0) return -1;
     if (busy > 0 && now > LLONG_MAX - busy) { /* the arrival's schedule below says why */
@@ -320,7 +306,6 @@ static int Link_traverse(Link *l, visitproc visit, void *arg) {
     Py_VISIT(l->on_arrived);
     Py_VISIT(l->queue);
     Py_VISIT(l->free_cb);
-    Py_VISIT(l->two);
     Py_VISIT(l->claim_recent);
     Py_VISIT(Py_TYPE(l));
     return 0;
@@ -336,7 +321,6 @@ static int Link_clear(Link *l) {
     Py_CLEAR(l->on_arrived);
     Py_CLEAR(l->queue);
     Py_CLEAR(l->free_cb);
-    Py_CLEAR(l->two);
     Py_CLEAR(l->claim_recent);
     return 0;
 }
@@ -370,8 +354,6 @@ static PyMemberDef Link_members[] = {
     {"_schedule", T_OBJECT, offsetof(Link, schedule), READONLY, NULL},
     {"_on_arrived", T_OBJECT, offsetof(Link, on_arrived), READONLY, NULL},
     {"_queue", T_OBJECT, offsetof(Link, queue), READONLY, NULL},
-    {"_free_cb", T_OBJECT, offsetof(Link, free_cb), READONLY, NULL},
-    {"_two", T_OBJECT, offsetof(Link, two), READONLY, NULL},
     {"last_start", T_LONGLONG, offsetof(Link, last_start), 0, NULL},
     {"free_at", T_LONGLONG, offsetof(Link, free_at), 0, NULL},
     {"claim_until", T_LONGLONG, offsetof(Link, claim_until), 0, NULL},

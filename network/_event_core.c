@@ -91,15 +91,23 @@ static void map_del(Queue *q, long long t) {
     }
 }
 
+/* An array of *cap elements of elem bytes, doubled (or first elements when empty): the new array
+ * and *cap updated, or NULL with MemoryError and both left as they were. */
+static void *grow(void *buf, Py_ssize_t *cap, Py_ssize_t first, size_t elem) {
+    Py_ssize_t n = *cap ? *cap * 2 : first;
+    void *b = PyMem_Realloc(buf, elem * (size_t)n);
+    if (!b) return PyErr_NoMemory();
+    *cap = n;
+    return b;
+}
+
 /* -- the heap of ticks -------------------------------------------------------------------------- */
 
 static int heap_push(Queue *q, Py_ssize_t idx) {
     if (q->heap_n == q->heap_cap) {
-        Py_ssize_t cap = q->heap_cap ? q->heap_cap * 2 : 64;
-        Py_ssize_t *h = PyMem_Realloc(q->heap, sizeof(Py_ssize_t) * (size_t)cap);
-        if (!h) { PyErr_NoMemory(); return -1; }
+        Py_ssize_t *h = grow(q->heap, &q->heap_cap, 64, sizeof *h);
+        if (!h) return -1;
         q->heap = h;
-        q->heap_cap = cap;
     }
     Py_ssize_t *h = q->heap;
     Tick *tk = q->ticks;
@@ -140,11 +148,9 @@ static Py_ssize_t new_tick(Queue *q, long long t) {
         idx = q->free_slots[--q->nfree];
     } else {
         if (q->nticks == q->ticks_cap) {
-            Py_ssize_t cap = q->ticks_cap ? q->ticks_cap * 2 : 64;
-            Tick *tk = PyMem_Realloc(q->ticks, sizeof(Tick) * (size_t)cap);
-            if (!tk) { PyErr_NoMemory(); return -1; }
+            Tick *tk = grow(q->ticks, &q->ticks_cap, 64, sizeof *tk);
+            if (!tk) return -1;
             q->ticks = tk;
-            q->ticks_cap = cap;
         }
         idx = q->nticks++;
         q->ticks[idx].ev = NULL;
@@ -160,21 +166,19 @@ static Py_ssize_t new_tick(Queue *q, long long t) {
 static void release_tick(Queue *q, Py_ssize_t idx) {
     map_del(q, q->ticks[idx].t);
     if (q->nfree == q->free_cap) {
-        Py_ssize_t cap = q->free_cap ? q->free_cap * 2 : 64;
-        Py_ssize_t *f = PyMem_Realloc(q->free_slots, sizeof(Py_ssize_t) * (size_t)cap);
+        Py_ssize_t *f = grow(q->free_slots, &q->free_cap, 64, sizeof *f);
         if (!f) {  /* keep the slab entry unused rather than fail: it is only memory */
+            PyErr_Clear();
             PyMem_Free(q->ticks[idx].ev);
             q->ticks[idx].ev = NULL;
             q->ticks[idx].cap = 0;
             return;
         }
         q->free_slots = f;
-        q->free_cap = cap;
     }
     q->free_slots[q->nfree++] = idx;
 }
 
-/* Steals nothing: takes new references to cb and args. */
 /* SimulationLimitError for a time past 2^63 ns, from network.event_queue (imported on this path only) */
 static int time_overflow(long long now, PyObject *delay) {
     PyObject *mod = PyImport_ImportModule("network.event_queue");
@@ -187,6 +191,7 @@ static int time_overflow(long long now, PyObject *delay) {
     return -1;
 }
 
+/* Steals nothing: takes new references to cb and args. */
 int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
     if (delay > 0 && q->now > LLONG_MAX - delay) {
         PyObject *d = PyLong_FromLongLong(delay);
@@ -201,11 +206,9 @@ int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
     if (idx < 0 && (idx = new_tick(q, t)) < 0) return -1;
     Tick *tk = &q->ticks[idx];
     if (tk->n == tk->cap) {
-        Py_ssize_t cap = tk->cap ? tk->cap * 2 : 4;
-        Ev *ev = PyMem_Realloc(tk->ev, sizeof(Ev) * (size_t)cap);
-        if (!ev) { PyErr_NoMemory(); return -1; }
+        Ev *ev = grow(tk->ev, &tk->cap, 4, sizeof *ev);
+        if (!ev) return -1;
         tk->ev = ev;
-        tk->cap = cap;
     }
     Py_INCREF(cb);
     Py_INCREF(args);

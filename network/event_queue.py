@@ -200,6 +200,7 @@ def native_module() -> ModuleType | None:
     None where the Python classes run."""
     return _NATIVE
 
+
 if _Core is None:
     EventQueue = PyEventQueue
 else:
