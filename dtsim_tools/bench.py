@@ -182,6 +182,11 @@ CASES: dict[str, dict] = {
     "irregular-switch512-aware": _irregular_case(512),
     "irregular-switch1024-aware": _irregular_case(1024),
     "irregular-switch256-unaware": _irregular_case(256, backend="congestion-unaware"),
+    "irregular-switch128-aware": _irregular_case(128),
+    # the same layout where a tp ring's messages cross several links (Ring) or one direct link each
+    "irregular-ring128-aware": _irregular_case(128, "Ring"),
+    "irregular-ring256-aware": _irregular_case(256, "Ring"),
+    "irregular-fc256-aware": _irregular_case(256, "FullyConnected"),
     # ns-3's start-up: the README example on the ns3 backend, whole process (no ASTRA-sim column);
     # the row says whether our C++ came precompiled (network/ns3/precompiled.py) or was JIT-compiled
     "ns3-readme8": {"kind": "ns3-readme", "dims": [("Ring", 8)], "backend": "ns3"},

@@ -482,7 +482,8 @@ static int exec_module(PyObject *m) {
 #endif
     /* network/native_build.py: what the sources were when this was compiled */
     if (PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM) < 0) return -1;
-    return dtsim_add_aware_links(m);
+    if (dtsim_add_aware_links(m) < 0) return -1;
+    return dtsim_add_pairing(m);
 }
 
 static PyModuleDef_Slot module_slots[] = {

@@ -44,4 +44,7 @@ extern PyTypeObject *dtsim_core_type;
 /* Adds Link, Chunk and ChunkArrival to the module (_aware_links.c). */
 int dtsim_add_aware_links(PyObject *module);
 
+/* Adds Channel, Pairing and noop to the module (_pairing.c). */
+int dtsim_add_pairing(PyObject *module);
+
 #endif

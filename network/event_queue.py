@@ -184,7 +184,7 @@ def _load_native() -> ModuleType | None:
         import warnings
 
         warnings.warn(f"{_event_core.__file__} was compiled from other sources than network/_event_core.c, "
-                      "_aware_links.c and _event_core.h as they are now; running the Python event queue "
+                      "_aware_links.c, _pairing.c and _event_core.h as they are now; running the Python classes "
                       "(the same results, slower) until `python -m pip install -e .` compiles them again",
                       RuntimeWarning, stacklevel=2)
         return None
@@ -196,8 +196,8 @@ _Core = None if _NATIVE is None else _NATIVE.Core
 
 
 def native_module() -> ModuleType | None:
-    """The C module (its Core queue, and the congestion-aware Link, Chunk and ChunkArrival), or
-    None where the Python classes run."""
+    """The C module (its Core queue, the congestion-aware Link, Chunk and ChunkArrival, and the
+    analytical backends' Pairing and Channel), or None where the Python classes run."""
     return _NATIVE
 
 

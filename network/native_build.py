@@ -7,7 +7,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-SOURCES = ("_event_core.c", "_aware_links.c", "_event_core.h")
+SOURCES = ("_event_core.c", "_aware_links.c", "_pairing.c", "_event_core.h")
 
 
 def source_checksum(folder: Path) -> str | None:

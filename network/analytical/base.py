@@ -20,7 +20,7 @@ from typing import Callable
 
 from network.config import NetworkConfig
 from network.errors import MessageMismatchError
-from network.event_queue import EventQueue, core_name
+from network.event_queue import EventQueue, core_name, native_module
 from network.topology import Topology
 
 Callback = Callable[..., None]
@@ -34,11 +34,14 @@ SEND_CB, SEND_ARGS, RECV_CB, RECV_ARGS, ARRIVED, LABEL, SENT_AT, KEY, N = range(
 Message = list
 
 
-def _noop(*_: object) -> None:
+def _py_noop(*_: object) -> None:
     pass
 
 
-class _Channel:
+class PyChannel:
+    """One pairing key: its sends and receives counted, and the messages still missing their
+    other side, first in first out."""
+
     __slots__ = ("sends", "recvs", "waiting")
 
     def __init__(self) -> None:
@@ -46,8 +49,91 @@ class _Channel:
         self.recvs = 0
         self.waiting: deque[Message] = deque()
 
+    def push(self, msg: Message) -> None:
+        self.waiting.append(msg)
 
-class AnalyticalBackend:
+    def pop(self) -> Message:
+        return self.waiting.popleft()
+
+
+class PyPairing:
+    """The pairing's hot path, the reference for network/_pairing.c (which runs it where it is
+    compiled): ``exchange``, one collective step, and ``_on_arrival``, a message delivered."""
+
+    def exchange(self, me: int, dst: int, src: int, size_bytes: int, tag: int, label: object,
+                 callback: Callback, arg: object) -> None:
+        """One collective step: ``send`` to ``dst`` with no callback, then ``recv`` from ``src``
+        calling ``callback(arg)``; the same order and times as the two calls."""
+        # _post_send and _post_recv, inlined: this runs once per collective message
+        channels = self._channels
+        key = (tag, me, dst, size_bytes)
+        ch = channels.get(key)
+        if ch is None:
+            ch = channels[key] = _Channel()
+        ch.sends += 1
+        if ch.recvs >= ch.sends:
+            msg = ch.pop()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(me, dst, label, msg[LABEL])
+            if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
+                del channels[key]
+        else:
+            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
+            ch.push(msg)
+        msg[SENT_AT] = self.queue.now
+        self.messages += 1
+        self.bytes_sent += size_bytes
+        if self._one_dim:
+            self.bytes_per_dim[0] += size_bytes
+        else:
+            pair = (me, dst)
+            dim = self._dim_cache.get(pair)
+            if dim is None:
+                dim = self._dim_cache[pair] = self.topology.dim_to_transfer(me, dst)
+            self.bytes_per_dim[dim] += size_bytes
+        self._transfer(me, dst, size_bytes, msg)
+
+        key = (tag, src, me, size_bytes)
+        ch = channels.get(key)
+        if ch is None:
+            ch = channels[key] = _Channel()
+        ch.recvs += 1
+        if ch.sends >= ch.recvs:
+            msg = ch.pop()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, me, msg[LABEL], label)
+            if ch.recvs == ch.sends:
+                del channels[key]
+            if msg[ARRIVED]:
+                self.bytes_received += size_bytes
+                self.queue.schedule(0, callback, arg)
+                return
+        else:
+            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
+            ch.push(msg)
+        msg[RECV_CB] = callback
+        msg[RECV_ARGS] = (arg,)
+
+    def _on_arrival(self, msg: Message) -> None:
+        recv_cb = msg[RECV_CB]
+        send_cb = msg[SEND_CB]
+        if send_cb is not _noop:
+            send_cb(*msg[SEND_ARGS])
+        if recv_cb is not None:
+            self.bytes_received += msg[KEY][3]
+            recv_cb(*msg[RECV_ARGS])
+        else:
+            msg[ARRIVED] = True
+
+
+_native = native_module()
+if _native is not None:  # network/_pairing.c: the same rules, without a Python frame per message
+    _noop, _Channel, _Pairing = _native.noop, _native.Channel, _native.Pairing
+else:
+    _noop, _Channel, _Pairing = _py_noop, PyChannel, PyPairing
+
+
+class AnalyticalBackend(_Pairing):
     """Base of the analytical backends; subclasses implement ``_transfer``."""
 
     name = "analytical"
@@ -89,60 +175,6 @@ class AnalyticalBackend:
              label: object = None) -> None:
         self._post_recv(dst, src, size_bytes, tag, label, callback, args)
 
-    def exchange(self, me: int, dst: int, src: int, size_bytes: int, tag: int, label: object,
-                 callback: Callback, arg: object) -> None:
-        """One collective step: ``send`` to ``dst`` with no callback, then ``recv`` from ``src``
-        calling ``callback(arg)``; the same order and times as the two calls."""
-        # _post_send and _post_recv, inlined: this runs once per collective message
-        channels = self._channels
-        key = (tag, me, dst, size_bytes)
-        ch = channels.get(key)
-        if ch is None:
-            ch = channels[key] = _Channel()
-        ch.sends += 1
-        if ch.recvs >= ch.sends:
-            msg = ch.waiting.popleft()
-            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
-                raise MessageMismatchError(me, dst, label, msg[LABEL])
-            if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
-                del channels[key]
-        else:
-            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
-            ch.waiting.append(msg)
-        msg[SENT_AT] = self.queue.now
-        self.messages += 1
-        self.bytes_sent += size_bytes
-        if self._one_dim:
-            self.bytes_per_dim[0] += size_bytes
-        else:
-            pair = (me, dst)
-            dim = self._dim_cache.get(pair)
-            if dim is None:
-                dim = self._dim_cache[pair] = self.topology.dim_to_transfer(me, dst)
-            self.bytes_per_dim[dim] += size_bytes
-        self._transfer(me, dst, size_bytes, msg)
-
-        key = (tag, src, me, size_bytes)
-        ch = channels.get(key)
-        if ch is None:
-            ch = channels[key] = _Channel()
-        ch.recvs += 1
-        if ch.sends >= ch.recvs:
-            msg = ch.waiting.popleft()
-            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
-                raise MessageMismatchError(src, me, msg[LABEL], label)
-            if ch.recvs == ch.sends:
-                del channels[key]
-            if msg[ARRIVED]:
-                self.bytes_received += size_bytes
-                self.queue.schedule(0, callback, arg)
-                return
-        else:
-            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
-            ch.waiting.append(msg)
-        msg[RECV_CB] = callback
-        msg[RECV_ARGS] = (arg,)
-
     def _post_send(self, src: int, dst: int, size_bytes: int, tag: int, label: object) -> Message:
         key = (tag, src, dst, size_bytes)
         ch = self._channels.get(key)
@@ -150,14 +182,14 @@ class AnalyticalBackend:
             ch = self._channels[key] = _Channel()
         ch.sends += 1
         if ch.recvs >= ch.sends:  # its receive is waiting
-            msg = ch.waiting.popleft()
+            msg = ch.pop()
             if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
                 raise MessageMismatchError(src, dst, label, msg[LABEL])
             if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
                 del self._channels[key]
         else:
             msg = [_noop, (), None, (), False, label, None, key, ch.sends]
-            ch.waiting.append(msg)
+            ch.push(msg)
         msg[SENT_AT] = self.queue.now
         self.messages += 1
         self.bytes_sent += size_bytes
@@ -176,7 +208,7 @@ class AnalyticalBackend:
             ch = self._channels[key] = _Channel()
         ch.recvs += 1
         if ch.sends >= ch.recvs:  # its send was issued
-            msg = ch.waiting.popleft()
+            msg = ch.pop()
             if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
                 raise MessageMismatchError(src, dst, msg[LABEL], label)
             if ch.recvs == ch.sends:
@@ -187,7 +219,7 @@ class AnalyticalBackend:
                 return
         else:
             msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
-            ch.waiting.append(msg)
+            ch.push(msg)
         msg[RECV_CB] = callback
         msg[RECV_ARGS] = args
 
@@ -205,17 +237,6 @@ class AnalyticalBackend:
             if dim is None:
                 dim = cache[pair] = self.topology.dim_to_transfer(*pair)
             per_dim[dim] += total
-
-    def _on_arrival(self, msg: Message) -> None:
-        recv_cb = msg[RECV_CB]
-        send_cb = msg[SEND_CB]
-        if send_cb is not _noop:
-            send_cb(*msg[SEND_ARGS])
-        if recv_cb is not None:
-            self.bytes_received += msg[KEY][3]
-            recv_cb(*msg[RECV_ARGS])
-        else:
-            msg[ARRIVED] = True
 
     def _transfer(self, src: int, dst: int, size_bytes: int, msg: Message) -> None:
         raise NotImplementedError

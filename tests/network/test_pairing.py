@@ -1,0 +1,149 @@
+"""The send/receive pairing in C (network/_pairing.c) against its Python reference
+(network/analytical/base.py: PyPairing): random interleavings of exchanges, sends, receives and
+deliveries give the same callbacks in the same order at the same times, the same messages,
+counters and unmatched list, and the same errors."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from network.analytical import base
+from network.analytical.base import SENT_AT, AnalyticalBackend, PyPairing
+from network.errors import MessageMismatchError
+from network.event_queue import EventQueue, PyEventQueue, native_module
+
+_native = native_module()
+native = pytest.mark.skipif(_native is None, reason="the C module is not built")
+
+
+class _Topology:
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+
+    def dim_to_transfer(self, a: int, b: int) -> int:
+        return (a + b) % self.dims
+
+
+def _backend_class(pairing: type) -> type:
+    """A backend on ``pairing`` whose links deliver after a random delay; the point-to-point
+    paths and the report are AnalyticalBackend's own."""
+
+    class Backend(pairing):
+        send = AnalyticalBackend.send
+        recv = AnalyticalBackend.recv
+        _post_send = AnalyticalBackend._post_send
+        _post_recv = AnalyticalBackend._post_recv
+        unmatched = AnalyticalBackend.unmatched
+        _in_flight = AnalyticalBackend._in_flight
+
+        def __init__(self, queue, dims: int, rng: random.Random) -> None:
+            self.queue = queue
+            self._channels = {}
+            self.messages = self.bytes_sent = self.bytes_received = 0
+            self.bytes_per_dim = [0] * dims
+            self._dim_cache = {}
+            self._one_dim = dims == 1
+            self.topology = _Topology(dims)
+            self.rng = rng
+            self.log: list = []
+
+        def _transfer(self, src: int, dst: int, size: int, msg: list) -> None:
+            self.log.append(("transfer", self.queue.now, src, dst, size, msg[SENT_AT]))
+            self.queue.schedule(self.rng.choice([0, 0, 1, 4]), self._on_arrival, msg)
+
+    return Backend
+
+
+def _run(pairing: type, queue_type: type, seed: int, dims: int, labels: bool) -> tuple:
+    rng = random.Random(seed)
+    q = queue_type()
+    b = _backend_class(pairing)(q, dims, random.Random(seed + 1))
+
+    def cb(*args: object) -> None:
+        b.log.append(("cb", q.now, args))
+
+    def act(kind: str, me: int, peer: int, other: int, size: int, tag: int, label: object) -> None:
+        if kind == "exchange":
+            b.exchange(me, peer, other, size, tag, label, cb, ("x", me, tag))
+        elif kind == "send":
+            b.send(me, peer, size, tag, cb, "s", me, label=label)
+        else:
+            b.recv(me, peer, size, tag, cb, "r", me, label=label)
+
+    for _ in range(300):
+        me, peer, other, tag = rng.randrange(4), rng.randrange(4), rng.randrange(4), rng.randrange(3)
+        # mostly the tag's own label, sometimes none, rarely another: a mismatch late in the run
+        label = rng.choices([("L", tag), None, "stray"], [50, 10, 1])[0] if labels else None
+        q.schedule(rng.randrange(30), act, rng.choice(["exchange", "exchange", "send", "recv"]), me, peer, other,
+                   rng.choice([0, 8, 1 << 20]), tag, label)
+    try:
+        q.run()
+        error = None
+    except MessageMismatchError as e:
+        error = str(e)
+    counters = (b.messages, b.bytes_sent, b.bytes_received, list(b.bytes_per_dim), dict(b._dim_cache))
+    channels = {k: (ch.sends, ch.recvs, [list(m) for m in ch.waiting]) for k, ch in b._channels.items()}
+    return b.log, counters, channels, b.unmatched(), error, q.now
+
+
+def _comparable(result: tuple) -> tuple:
+    """Callbacks by name: the C and the Python ``cb`` closures are different objects."""
+    log, counters, channels, unmatched, error, now = result
+    strip = {k: (s, r, [[getattr(x, "__name__", x) for x in m] for m in w]) for k, (s, r, w) in channels.items()}
+    return log, counters, strip, unmatched, error, now
+
+
+@native
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("dims", [1, 3])
+def test_random_exchanges_pair_alike(seed: int, dims: int) -> None:
+    ref = _comparable(_run(PyPairing, EventQueue, seed, dims, labels=False))
+    assert ref[0], "the program ran nothing"
+    assert any(e[0] == "cb" for e in ref[0]) and ref[3], "no delivery or nothing left unmatched: a weak program"
+    assert _comparable(_run(_native.Pairing, EventQueue, seed, dims, labels=False)) == ref
+
+
+@native
+@pytest.mark.parametrize("seed", range(6))
+def test_a_reference_queue_and_labels_give_the_same_result_and_error(seed: int) -> None:
+    """Against a queue that is not the C one (schedule through its method) and with labels that
+    may disagree: the same answer, or the same MessageMismatchError at the same point."""
+    ref = _comparable(_run(PyPairing, PyEventQueue, seed, 2, labels=True))
+    assert _comparable(_run(_native.Pairing, PyEventQueue, seed, 2, labels=True)) == ref
+
+
+def test_the_labels_program_does_raise_a_mismatch() -> None:
+    """The labelled programs above are worth comparing: most of them stop on a mismatch."""
+    errors = [_run(PyPairing, PyEventQueue, s, 2, labels=True)[4] for s in range(6)]
+    assert sum(e is not None for e in errors) >= 3, errors
+
+
+@native
+def test_the_backends_run_on_the_c_pairing() -> None:
+    assert issubclass(AnalyticalBackend, _native.Pairing)
+    assert base._Channel is _native.Channel and base._noop is _native.noop
+
+
+@native
+def test_a_channel_is_first_in_first_out_and_refuses_an_empty_pop() -> None:
+    ch = _native.Channel()
+    for i in range(7):
+        ch.push([i])
+    assert [ch.pop()[0] for _ in range(3)] == [0, 1, 2]
+    for i in range(7, 12):
+        ch.push([i])
+    assert [m[0] for m in ch.waiting] == list(range(3, 12))
+    while ch.waiting:
+        ch.pop()
+    with pytest.raises(IndexError):
+        ch.pop()
+
+
+@native
+def test_exchange_checks_its_arguments() -> None:
+    b = _backend_class(_native.Pairing)(EventQueue(), 1, random.Random(0))
+    with pytest.raises(TypeError):
+        b.exchange(0, 1, 2)
+    with pytest.raises(TypeError):
+        b._on_arrival([1, 2])
