@@ -7,6 +7,12 @@ are one flat mapping of scalars and one-line lists::
     npus_count: [ 8, 4 ]
     bandwidth: [ 50.0, 25.0 ]
 
+A list may also be written a scalar per line, as ``yaml.safe_dump`` writes it (all its items at one
+indentation)::
+
+    latency:
+    - 500.0
+
 ``read_flat_yaml`` reads exactly that shape, or a JSON object (YAML to PyYAML too), and returns
 ``None`` for anything else, so the caller hands the text to PyYAML; whatever it does accept, it reads as ``yaml.safe_load`` does (a test
 compares the two on generated documents). Safety comes from declining: a scalar is accepted only
@@ -31,6 +37,8 @@ _END = r"[ ]*(?:[ ]#.*)?"  # a comment needs a space before its '#'
 _LINE = re.compile(rf"(?P<key>{_KEY}):[ ]+(?:(?P<scalar>{_SCALAR}|{_TEXT})|\[[ ]*(?P<items>[^\]]*)\]){_END}")
 _ITEM = re.compile(rf"({_SCALAR})[ ]*(,[ ]*)?")
 _BLANK = re.compile(r"[ ]*(?:#.*)?")
+_OPEN = re.compile(rf"(?P<key>{_KEY}):{_END}")  # a key whose list follows, an item per line
+_DASH = re.compile(rf"(?P<indent>[ ]*)-[ ]+(?P<scalar>{_SCALAR}){_END}")
 _NOT_ASCII_LINES = re.compile(r"[^\n -~]")  # tabs, CR, control and non-ASCII characters
 # YAML 1.1 reads these words as booleans or null (PyYAML's resolver), in any case we decline them
 _NOT_STRINGS = frozenset({"yes", "no", "true", "false", "on", "off", "null"})
@@ -44,19 +52,38 @@ def read_flat_yaml(text: str) -> dict[str, Any] | None:
     if text.lstrip(" \n").startswith("{"):
         return _json(text)
     out: dict[str, Any] = {}
+    block: list[Any] | None = None  # the list of the last "key:" line, while its items are read
+    indent: str | None = None
     for line in text.split("\n"):
-        m = _LINE.fullmatch(line)
+        m = _LINE.fullmatch(line) or _OPEN.fullmatch(line)
         if m is None:
             if _BLANK.fullmatch(line):
                 continue
-            return None
+            d = _DASH.fullmatch(line)
+            if d is None or block is None or (indent is not None and d["indent"] != indent):
+                return None  # not flat, an item with no "key:" above it, or a ragged list
+            indent = d["indent"]
+            value = _scalar(d["scalar"])
+            if value is _DECLINED:
+                return None
+            block.append(value)
+            continue
+        if block is not None and not block:
+            return None  # "key:" and no item: null to PyYAML
         key = m["key"]
         if key in out or key.lower() in _NOT_STRINGS:
             return None  # a repeated key, or one PyYAML would read as True/False/None
+        if m.re is _OPEN:
+            block, indent = [], None
+            out[key] = block
+            continue
+        block = None
         value = _scalar(m["scalar"]) if m["items"] is None else _items(m["items"])
         if value is _DECLINED:
             return None
         out[key] = value
+    if block is not None and not block:
+        return None
     return out or None  # an empty document is None to PyYAML: let it say so
 
 
