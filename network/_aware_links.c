@@ -494,6 +494,119 @@ static PyType_Spec Arrival_spec = {
     .slots = Arrival_slots,
 };
 
+/* -- PlainTransfer: CongestionAwareBackend._transfer without a topology file --------------------- */
+
+/* The common case of aware.py's _transfer in C: the clock is past 0, the route is cached, its
+ * first link is a plain C link on the C queue and no batched ring phase claims it. Then the
+ * message starts on that link as a Chunk, as there. Everything else (time 0, whose check is
+ * aware.py's; a route not yet built; a claimed link, which raises there) calls the Python method. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *routes;   /* dict: (src, dst) -> tuple of links, aware.py's _routes */
+    PyObject *fallback; /* the backend's Python _transfer */
+    vectorcallfunc vectorcall;
+} Transfer;
+
+static int Transfer_init(Transfer *t, PyObject *args, PyObject *kw) {
+    static char *names[] = {"routes", "fallback", NULL};
+    PyObject *routes, *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O", names, &PyDict_Type, &routes, &fallback)) return -1;
+    Py_XSETREF(t->routes, Py_NewRef(routes));
+    Py_XSETREF(t->fallback, Py_NewRef(fallback));
+    return 0;
+}
+
+/* 1: sent; 0: not the fast case (the caller falls back); -1: error */
+static int transfer_fast(Transfer *t, PyObject *const *args) {
+    PyObject *pair = PyTuple_Pack(2, args[0], args[1]);
+    if (!pair) return -1;
+    PyObject *route = PyDict_GetItemWithError(t->routes, pair); /* borrowed */
+    Py_DECREF(pair);
+    if (!route) return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) == 0) return 0;
+    PyObject *first = PyTuple_GET_ITEM(route, 0);
+    if (!Py_IS_TYPE(first, link_type)) return 0;
+    Link *l = (Link *)first;
+    if (!l->is_core) return 0;
+    long long now = ((Queue *)l->queue)->now;
+    if (now <= 0 || l->claim_until > now) return 0;
+    long long size = PyLong_AsLongLong(args[2]);
+    if (size == -1 && PyErr_Occurred()) return -1;
+    Chunk *c = (Chunk *)PyType_GenericAlloc(chunk_type, 0);
+    if (!c) return -1;
+    c->full = Py_NewRef(args[3]);
+    c->route = Py_NewRef(route);
+    c->ins = Py_NewRef(Py_None);
+    c->hop = 0;
+    c->size_bytes = size;
+    c->tail = 0;
+    int r = l->busy ? pend_push(l, (PyObject *)c) : link_transmit_c(l, (PyObject *)c);
+    Py_DECREF(c);
+    return r < 0 ? -1 : 1;
+}
+
+static PyObject *Transfer_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Transfer *t = (Transfer *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n == 4 && !kwnames) {
+        int r = transfer_fast(t, args);
+        if (r < 0) return NULL;
+        if (r) Py_RETURN_NONE;
+    }
+    return PyObject_Vectorcall(t->fallback, args, n, kwnames);
+}
+
+static PyObject *Transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+    Transfer *t = (Transfer *)PyType_GenericNew(tp, args, kw);
+    if (t) t->vectorcall = Transfer_vectorcall;
+    return (PyObject *)t;
+}
+
+static int Transfer_traverse(Transfer *t, visitproc visit, void *arg) {
+    Py_VISIT(t->routes);
+    Py_VISIT(t->fallback);
+    Py_VISIT(Py_TYPE(t));
+    return 0;
+}
+
+static int Transfer_clear(Transfer *t) {
+    Py_CLEAR(t->routes);
+    Py_CLEAR(t->fallback);
+    return 0;
+}
+
+static void Transfer_dealloc(Transfer *t) {
+    PyTypeObject *tp = Py_TYPE(t);
+    PyObject_GC_UnTrack(t);
+    Transfer_clear(t);
+    tp->tp_free((PyObject *)t);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef Transfer_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Transfer, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Transfer_slots[] = {
+    {Py_tp_doc, "transfer(src, dst, size_bytes, message): aware.py's _transfer, its common case in C."},
+    {Py_tp_new, Transfer_new},
+    {Py_tp_init, Transfer_init},
+    {Py_tp_dealloc, Transfer_dealloc},
+    {Py_tp_traverse, Transfer_traverse},
+    {Py_tp_clear, Transfer_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, Transfer_members},
+    {0, NULL},
+};
+
+static PyType_Spec Transfer_spec = {
+    .name = "network._event_core.PlainTransfer",
+    .basicsize = sizeof(Transfer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = Transfer_slots,
+};
+
 /* -- the module --------------------------------------------------------------------------------- */
 
 static int add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyTypeObject **out) {
@@ -509,7 +622,7 @@ static int add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyTypeObject
 }
 
 int dtsim_add_aware_links(PyObject *m) {
-    PyTypeObject *arrival_type;
+    PyTypeObject *arrival_type, *transfer_type;
     if (!empty_tuple && !(empty_tuple = PyTuple_New(0))) return -1;
     if (!units_arrival) {
         PyObject *units = PyImport_ImportModule("network.units");
@@ -520,7 +633,7 @@ int dtsim_add_aware_links(PyObject *m) {
         if (!units_arrival || !units_serialization) return -1;
     }
     if (add_type(m, &Chunk_spec, NULL, &chunk_type) < 0 || add_type(m, &Link_spec, NULL, &link_type) < 0 ||
-        add_type(m, &Arrival_spec, NULL, &arrival_type) < 0)
+        add_type(m, &Arrival_spec, NULL, &arrival_type) < 0 || add_type(m, &Transfer_spec, NULL, &transfer_type) < 0)
         return -1;
     return 0;
 }

@@ -304,6 +304,9 @@ class CongestionAwareBackend(AnalyticalBackend):
             a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived,
             packet_bytes=packet_bytes))  # None: no topology file
         self._folded = False
+        if _native is not None and self._graph is None and type(self)._transfer is CongestionAwareBackend._transfer:
+            # _transfer's common case in C (a cached route, a free clock); the rest calls the method
+            self._transfer = _native.PlainTransfer(self._routes, self._transfer)
 
     def fold(self, group) -> None:
         """An orbit run's quotient of a topology file's links (graph_links.GraphFlows.fold)."""

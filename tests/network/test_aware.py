@@ -274,3 +274,53 @@ def test_deterministic():
     msgs = [(s, d, 1000 * (s + 1), s * n + d) for s in range(n) for d in range(n) if s != d]
     cfg = net(["Ring"], [n], [50.0], [500.0])
     assert run(CongestionAwareBackend(cfg), msgs) == run(CongestionAwareBackend(cfg), msgs)
+
+
+def test_the_c_transfer_sends_as_the_python_one_and_falls_back_where_it_must():
+    """network._event_core.PlainTransfer, _transfer's common case in C: past time 0, a message on a
+    cached route times out as the Python method times it (a second message queued behind the
+    first); a link claimed by a batched ring phase still raises, through the method."""
+    from network.errors import FastPathConflict
+    from network.event_queue import native_module
+
+    native = native_module()
+    if native is None:
+        pytest.skip("the C module is not built")
+    size, bw, lat = MB, 50.0, 500.0
+
+    def timed(use_c: bool) -> list[int]:
+        b = CongestionAwareBackend(net(["Switch"], [4], [bw], [lat]))
+        assert isinstance(b._transfer, native.PlainTransfer)
+        if not use_c:
+            del b._transfer  # the class's Python method
+        done: list[int] = []
+        b.queue.schedule(7, lambda: [b.exchange(0, 1, 3, size, 5, None, done.append, i) for i in range(2)])
+        b.queue.schedule(9, lambda: [b.exchange(1, 2, 0, size, 5, None, lambda _: done.append(b.now()), None)
+                                     for _ in range(2)])
+        b.run()
+        return done
+
+    ours = timed(True)
+    assert ours == timed(False)
+    # rank 0's two messages to rank 1: the second waits for the first on 0 -> switch, reaches the
+    # switch as the first frees switch -> 1, and arrives one hop later
+    assert ours == [7 + 2 * hop(size, bw, lat), 7 + ser(size, bw) + 2 * hop(size, bw, lat)]
+
+    b = CongestionAwareBackend(net(["Switch"], [4], [bw], [lat]))
+    b.queue.schedule(3, b.exchange, 0, 1, 1, size, 5, None, print, None)  # time 3: builds and caches the route
+    b.run()
+    b._routes[(0, 1)][0].claim_until = b.now() + 1000
+    with pytest.raises(FastPathConflict, match="batched ring phase"):
+        b.queue.schedule(5, b.exchange, 0, 1, 1, size, 6, None, print, None)
+        b.run()
+
+
+def test_a_subclass_that_overrides_transfer_keeps_its_own():
+    class Counting(CongestionAwareBackend):
+        def _transfer(self, src, dst, size_bytes, full):
+            self.count = getattr(self, "count", 0) + 1
+            super()._transfer(src, dst, size_bytes, full)
+
+    b = Counting(net(["Switch"], [4], [50.0], [500.0]))
+    run(b, [(0, 1, MB, 1), (2, 3, MB, 1)])
+    assert b.count == 2
