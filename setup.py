@@ -1,5 +1,6 @@
 """The one thing pyproject.toml cannot say: network/_event_core.c, the event queue in C,
-network/_aware_links.c, the congestion-aware links, and network/_pairing.c, the send/receive pairing.
+network/_aware_links.c, the congestion-aware links, network/_pairing.c, the send/receive pairing,
+and system/_sys_core.c, the system layer's per-message ring path.
 
 It is optional: without a C compiler pip install still succeeds and the simulator runs the
 Python queue (network/event_queue.py), with the same results, slower."""
@@ -14,8 +15,15 @@ _spec = importlib.util.spec_from_file_location("native_build", HERE / "network" 
 native_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(native_build)
 
-setup(ext_modules=[Extension(
-    "network._event_core", ["network/_event_core.c", "network/_aware_links.c", "network/_pairing.c"],
-    depends=["network/_event_core.h"], optional=True,
-    define_macros=[("DTSIM_SOURCE_CHECKSUM", f'"{native_build.source_checksum(HERE / "network")}"')],
-)])
+setup(ext_modules=[
+    Extension(
+        "network._event_core", ["network/_event_core.c", "network/_aware_links.c", "network/_pairing.c"],
+        depends=["network/_event_core.h"], optional=True,
+        define_macros=[("DTSIM_SOURCE_CHECKSUM", f'"{native_build.source_checksum(HERE / "network")}"')],
+    ),
+    Extension(
+        "system._sys_core", ["system/_sys_core.c"], optional=True,
+        define_macros=[("DTSIM_SOURCE_CHECKSUM",
+                        f'"{native_build.source_checksum(HERE / "system", native_build.SYSTEM_SOURCES)}"')],
+    ),
+])

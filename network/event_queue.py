@@ -15,7 +15,6 @@ the reference, and a property test holds the two to one order.
 from __future__ import annotations
 
 import heapq
-import os
 import time as _time
 from types import ModuleType
 from typing import Callable
@@ -169,26 +168,11 @@ def _wall_budget_error(q, wall: float) -> SimulationLimitError:
 
 
 def _load_native() -> ModuleType | None:
-    if os.environ.get("DTSIM_PURE_PYTHON") == "1":
-        return None
-    try:
-        from network import _event_core
-    except ImportError:  # not compiled (no compiler at install, or a checkout used without pip install)
-        return None
     from pathlib import Path
 
-    from network.native_build import source_checksum
+    from network.native_build import load_checked
 
-    here = source_checksum(Path(__file__).resolve().parent)
-    if here is not None and here != _event_core.SOURCE_CHECKSUM:
-        import warnings
-
-        warnings.warn(f"{_event_core.__file__} was compiled from other sources than network/_event_core.c, "
-                      "_aware_links.c, _pairing.c and _event_core.h as they are now; running the Python classes "
-                      "(the same results, slower) until `python -m pip install -e .` compiles them again",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    return _event_core
+    return load_checked("network._event_core", Path(__file__).resolve().parent)
 
 
 _NATIVE = _load_native()

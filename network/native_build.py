@@ -4,19 +4,45 @@ ones beside it (a checkout edited or updated after ``pip install -e .``) is then
 stale binary can never run with semantics its sources no longer have."""
 from __future__ import annotations
 
+import importlib
+import os
 import zlib
 from pathlib import Path
+from types import ModuleType
 
 SOURCES = ("_event_core.c", "_aware_links.c", "_pairing.c", "_event_core.h")
+#: system/_sys_core.c, compiled into ``system._sys_core`` under the same rule
+SYSTEM_SOURCES = ("_sys_core.c",)
 
 
-def source_checksum(folder: Path) -> str | None:
+def source_checksum(folder: Path, sources: tuple[str, ...] = SOURCES) -> str | None:
     """The sources' CRC-32 as 8 hex digits; None where they are not all there (an installed wheel
     carries the binary only)."""
     crc = 0
     try:
-        for name in SOURCES:
+        for name in sources:
             crc = zlib.crc32((folder / name).read_bytes(), crc)
     except OSError:
         return None
     return f"{crc:08x}"
+
+
+def load_checked(module: str, folder: Path, sources: tuple[str, ...] = SOURCES) -> ModuleType | None:
+    """The compiled ``module``, or None where the Python classes run: ``DTSIM_PURE_PYTHON=1``, not
+    compiled (no compiler at install, or a checkout used without pip install), or compiled from
+    other sources than those in ``folder`` now (with a warning that says how to rebuild)."""
+    if os.environ.get("DTSIM_PURE_PYTHON") == "1":
+        return None
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    here = source_checksum(folder, sources)
+    if here is not None and here != mod.SOURCE_CHECKSUM:
+        import warnings
+
+        warnings.warn(f"{mod.__file__} was compiled from other sources than {', '.join(sources)} in "
+                      f"{folder.name}/ as they are now; running the Python classes (the same results, slower) "
+                      "until `python -m pip install -e .` compiles them again", RuntimeWarning, stacklevel=3)
+        return None
+    return mod

@@ -22,6 +22,7 @@ from system.queue_levels import QueueLevels
 from system.rendezvous import RendezvousMixin
 from system.scheduler_unit import SchedulerUnit
 from system.stream import StreamBaseline
+from system.sys_core import SYS_CORE
 
 NATIVE_TAG_OFFSET = 0
 COLLECTIVE_TAG_OFFSET = 500_000_000
@@ -30,6 +31,13 @@ _UNLIMITED = 100_000_000  # ASTRA-sim's hard-coded active_first_phase / max_runn
 
 def _noop(*_: object) -> None:
     pass
+
+
+def _clock_is_queue(backend: NetworkBackend) -> bool:
+    """The backend's time is its queue's ``now`` (the analytical backends), which the C path reads."""
+    from network.analytical.base import AnalyticalBackend
+
+    return getattr(type(backend), "now", None) is AnalyticalBackend.now and hasattr(backend, "queue")
 
 
 class Sys(RendezvousMixin, CollectiveGeneration):
@@ -80,6 +88,14 @@ class Sys(RendezvousMixin, CollectiveGeneration):
             self._net_send = self._rendezvous_send  # type: ignore[method-assign]
             self._net_recv = self._rendezvous_recv  # type: ignore[method-assign]
             self.collective_send_recv = self._collective_send_recv_via_net  # type: ignore[method-assign]
+        elif SYS_CORE is not None and _clock_is_queue(backend) and type(self.communication_delay) is int:
+            # a ring message's trip (memory bus, batch, step, exchange, receipt) in C: the same
+            # steps on the same objects (system/_sys_core.c); other algorithms call these methods
+            self._fast = SYS_CORE.SysFast(self, backend.queue, self._batches, self._schedule, self._exchange,
+                                          self.id, self.communication_delay, self.local_mem_bw)
+            self.mem_bus_transfer = self._fast.mem_bus_transfer  # type: ignore[method-assign]
+            self.collective_send_recv = self._fast.collective_send_recv  # type: ignore[method-assign]
+            self._call_events = self._fast.call_events  # type: ignore[method-assign]
 
     def collective_overhead_ns(self, size: int) -> int:
         """The once-per-collective cost of ``collective-fixed-delay`` and ``collective-copy-bw``

@@ -182,10 +182,10 @@ def test_a_binary_compiled_from_other_sources_is_not_used(monkeypatch: pytest.Mo
     warning that says how to rebuild: never C code whose sources are gone."""
     import network.native_build as nb
 
-    monkeypatch.setattr(nb, "source_checksum", lambda folder: "00000000")
+    monkeypatch.setattr(nb, "source_checksum", lambda folder, sources=nb.SOURCES: "00000000")
     with pytest.warns(RuntimeWarning, match="pip install -e"):
         assert event_queue._load_native() is None
-    monkeypatch.setattr(nb, "source_checksum", lambda folder: None)  # a wheel: no sources beside it
+    monkeypatch.setattr(nb, "source_checksum", lambda folder, sources=nb.SOURCES: None)  # a wheel: no sources beside it
     assert event_queue._load_native() is not None
 
 

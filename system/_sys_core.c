@@ -1,0 +1,627 @@
+/* The system layer's per-message path in C, for the Ring algorithm (system/sys.py, system/collective/
+ * ring.py and packet_algorithm.py are the reference, and run wherever this is not compiled or does
+ * not apply; tests hold the two to every cycle, event and byte).
+ *
+ * A ring message is one trip round this loop, in Python some twelve calls:
+ *   insert_packet -> mem_bus_transfer -> (the tick's batch) -> _bundle_arrived -> run_general
+ *   -> ready -> collective_send_recv -> the backend's exchange -> ... -> on_packet_received -> ...
+ * Here the same steps run as C functions on the same objects: the algorithm, stream, phase and
+ * data set keep their state in their Python __slots__, which this code reads and writes at the
+ * slots' offsets (taken from the classes' member descriptors, for exactly those classes), so the
+ * Python code that runs around the loop (a phase's start and end, the batched ring phases, the
+ * report) sees what it always saw. Anything else (another algorithm, a subclass) calls the Python
+ * methods. Events still go through the Sys's per-tick batches and the backend's schedule, in the
+ * order the Python code puts them there.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <descrobject.h>
+
+/* -- slots of Python classes -------------------------------------------------------------------- */
+
+enum {
+    A_PACKETS, A_STREAM_COUNT, A_FREE_PACKETS, A_ZERO, A_NONZERO, A_TOGGLE, A_REMAINED, A_PARALLEL,
+    A_NODES, A_COM_TYPE, A_MSG_SIZE, A_FAST, A_RECEIVER, A_SENDER, A_RECEIVED, A_STREAM, A_SYS, A_N
+};
+static const char *algo_slots[A_N] = {
+    "packets", "stream_count", "free_packets", "zero_latency_packets", "non_zero_latency_packets", "toggle",
+    "remained_packets_per_message", "parallel_reduce", "nodes_in_ring", "com_type", "msg_size", "fast",
+    "curr_receiver", "curr_sender", "total_packets_received", "stream", "sys",
+};
+enum { S_PHASE, S_STREAM_ID, S_DATASET, S_N };
+static const char *stream_slots[S_N] = {"my_current_phase", "stream_id", "dataset"};
+
+static PyTypeObject *ring_type, *stream_type, *phase_type, *dataset_type;
+static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
+static PyObject *all_reduce, *reduce_scatter; /* ComType members */
+static PyObject *empty_tuple, *str_now, *str_exit, *str_run_general, *str_on_packet_received,
+    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py;
+
+static int slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
+    PyObject *descr = PyObject_GetAttrString((PyObject *)tp, name);
+    if (!descr) return -1;
+    int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+             ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+    if (ok) *out = ((PyMemberDescrObject *)descr)->d_member->offset;
+    Py_DECREF(descr);
+    if (!ok) PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", tp->tp_name, name);
+    return ok ? 0 : -1;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* a borrowed reference to a set slot, or NULL with AttributeError */
+static PyObject *get(PyObject *obj, Py_ssize_t off, const char *name) {
+    PyObject *v = SLOT(obj, off);
+    if (!v) PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%s'", Py_TYPE(obj)->tp_name, name);
+    return v;
+}
+
+static int get_ll(PyObject *obj, int i, long long *out) {
+    PyObject *v = get(obj, algo_off[i], algo_slots[i]);
+    if (!v) return -1;
+    *out = PyLong_AsLongLong(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static void set_new(PyObject *obj, Py_ssize_t off, PyObject *v) { /* steals v */
+    Py_XSETREF(SLOT(obj, off), v);
+}
+
+static int set_ll(PyObject *obj, int i, long long v) {
+    PyObject *o = PyLong_FromLongLong(v);
+    if (!o) return -1;
+    set_new(obj, algo_off[i], o);
+    return 0;
+}
+
+/* -- SysFast: one Sys's half of the loop ---------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *sys;      /* the Sys */
+    PyObject *clock;    /* the object whose .now is the time (the backend's queue) */
+    PyObject *batches;  /* Sys._batches: tick -> [(callback, args), ...] */
+    PyObject *schedule; /* the backend's schedule(delay, callback, *args) */
+    PyObject *exchange; /* the backend's exchange(me, dst, src, size, tag, label, callback, arg) */
+    PyObject *id;       /* the NPU id */
+    long long endpoint_delay;
+    double mem_bw;      /* local-mem-bw in bytes/s */
+    int mem_bw_exact;   /* mem_bw is the config's value exactly (so size / bw rounds as Python's) */
+    PyObject *call_events_cb; /* bound C methods, made once */
+    PyObject *bundle_cb;
+    PyObject *received_cb;
+} SysFast;
+
+static int now_of(SysFast *f, long long *now) {
+    PyObject *t = PyObject_GetAttr(f->clock, str_now);
+    if (!t) return -1;
+    *now = PyLong_AsLongLong(t);
+    Py_DECREF(t);
+    return (*now == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Sys.register_event(delay, cb, *args) with args already a tuple */
+static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *args) {
+    long long now;
+    if (now_of(f, &now) < 0) return -1;
+    PyObject *t = PyLong_FromLongLong(now + delay);
+    if (!t) return -1;
+    PyObject *entry = PyTuple_Pack(2, cb, args);
+    if (!entry) {
+        Py_DECREF(t);
+        return -1;
+    }
+    int r = -1;
+    PyObject *batch = PyDict_GetItemWithError(f->batches, t); /* borrowed */
+    if (batch) {
+        r = PyList_Append(batch, entry);
+    } else if (!PyErr_Occurred()) {
+        PyObject *list = PyList_New(1);
+        if (list) {
+            PyList_SET_ITEM(list, 0, Py_NewRef(entry));
+            if (PyDict_SetItem(f->batches, t, list) == 0) {
+                PyObject *d = PyLong_FromLongLong(delay);
+                PyObject *res = d ? PyObject_CallFunctionObjArgs(f->schedule, d, f->call_events_cb, t, NULL) : NULL;
+                Py_XDECREF(d);
+                r = res ? 0 : -1;
+                Py_XDECREF(res);
+            }
+            Py_DECREF(list);
+        }
+    }
+    Py_DECREF(entry);
+    Py_DECREF(t);
+    return r;
+}
+
+/* Sys.mem_bus_transfer(stream, fast, needs_processing, size) */
+static int mem_bus_transfer(SysFast *f, PyObject *stream, int fast, PyObject *processed, PyObject *size) {
+    long long delay = fast ? 10 : f->endpoint_delay;
+    if (!delay) {
+        long long now;
+        if (now_of(f, &now) < 0) return -1;
+        if (!now) {
+            PyObject *r = PyObject_CallMethodNoArgs(f->sys, str_note_zero_delay);
+            if (!r) return -1;
+            Py_DECREF(r);
+        }
+    }
+    PyObject *args = PyTuple_Pack(3, stream, processed, size);
+    if (!args) return -1;
+    int r = register_event(f, delay, f->bundle_cb, args);
+    Py_DECREF(args);
+    return r;
+}
+
+/* PacketAlgorithm._take_packet: 1 when the packet carries a reduction */
+static int take_packet(PyObject *a, long long non_zero_per_group) {
+    long long zl, nzl, pr;
+    if (get_ll(a, A_ZERO, &zl) < 0 || get_ll(a, A_NONZERO, &nzl) < 0) return -1;
+    if (zl == 0 && nzl == 0) {
+        if (get_ll(a, A_PARALLEL, &pr) < 0) return -1;
+        zl = pr;
+        nzl = non_zero_per_group;
+        PyObject *tog = get(a, algo_off[A_TOGGLE], "toggle");
+        if (!tog) return -1;
+        int t = PyObject_IsTrue(tog);
+        if (t < 0) return -1;
+        set_new(a, algo_off[A_TOGGLE], Py_NewRef(t ? Py_False : Py_True));
+        if (set_ll(a, A_NONZERO, nzl) < 0) return -1;
+    }
+    if (zl > 0) {
+        if (set_ll(a, A_ZERO, zl - 1) < 0) return -1;
+        return 0;
+    }
+    if (set_ll(a, A_NONZERO, nzl - 1) < 0) return -1;
+    PyObject *ct = get(a, algo_off[A_COM_TYPE], "com_type");
+    if (!ct) return -1;
+    if (ct == reduce_scatter) return 1;
+    if (ct != all_reduce) return 0;
+    PyObject *tog = get(a, algo_off[A_TOGGLE], "toggle");
+    return tog ? PyObject_IsTrue(tog) : -1;
+}
+
+/* Ring.insert_packet */
+static int ring_insert_packet(SysFast *f, PyObject *a) {
+    long long nodes, pr, packets;
+    if (get_ll(a, A_NODES, &nodes) < 0 || get_ll(a, A_PARALLEL, &pr) < 0) return -1;
+    int processed = take_packet(a, (nodes - 1) * pr);
+    if (processed < 0 || get_ll(a, A_PACKETS, &packets) < 0 || set_ll(a, A_PACKETS, packets + 1) < 0) return -1;
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast"),
+             *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!stream || !fast || !size) return -1;
+    int isfast = PyObject_IsTrue(fast);
+    if (isfast < 0) return -1;
+    Py_INCREF(stream);
+    Py_INCREF(size);
+    int r = mem_bus_transfer(f, stream, isfast, processed ? Py_True : Py_False, size);
+    Py_DECREF(stream);
+    Py_DECREF(size);
+    return r;
+}
+
+/* stream.my_current_phase.algorithm, borrowed; NULL with an error, or NULL without one when the
+ * objects are not the exact classes this code knows */
+static PyObject *current_algorithm(PyObject *stream) {
+    if (!Py_IS_TYPE(stream, stream_type)) return NULL;
+    PyObject *phase = get(stream, stream_off[S_PHASE], "my_current_phase");
+    if (!phase || !Py_IS_TYPE(phase, phase_type)) return NULL;
+    return get(phase, phase_algorithm_off, "algorithm");
+}
+
+/* Sys.collective_send_recv(stream, dst, src, size) */
+static int collective_send_recv(SysFast *f, PyObject *stream, PyObject *dst, PyObject *src, PyObject *size) {
+    int zero = PyObject_Not(size);
+    if (zero < 0) return -1;
+    if (zero) {
+        PyObject *r = PyObject_CallMethodOneArg(f->sys, str_note_zero_message, stream);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    /* stream.dataset.label, stream.stream_id and stream.my_current_phase.algorithm, new references */
+    PyObject *algo = NULL, *label = NULL, *sid = NULL;
+    if (Py_IS_TYPE(stream, stream_type)) {
+        PyObject *ds = get(stream, stream_off[S_DATASET], "dataset");
+        if (!ds) return -1;
+        label = Py_IS_TYPE(ds, dataset_type) ? Py_XNewRef(get(ds, dataset_label_off, "label"))
+                                             : PyObject_GetAttrString(ds, "label");
+        sid = Py_XNewRef(get(stream, stream_off[S_STREAM_ID], "stream_id"));
+        algo = Py_XNewRef(current_algorithm(stream));
+    }
+    if (!algo && !PyErr_Occurred()) { /* not the classes this code knows: through their attributes */
+        PyObject *ds = PyObject_GetAttrString(stream, "dataset");
+        Py_XSETREF(label, ds ? PyObject_GetAttrString(ds, "label") : NULL);
+        Py_XDECREF(ds);
+        Py_XSETREF(sid, label ? PyObject_GetAttrString(stream, "stream_id") : NULL);
+        PyObject *phase = sid ? PyObject_GetAttrString(stream, "my_current_phase") : NULL;
+        algo = phase ? PyObject_GetAttrString(phase, "algorithm") : NULL;
+        Py_XDECREF(phase);
+    }
+    if (!algo || !label || !sid) {
+        Py_XDECREF(algo);
+        Py_XDECREF(label);
+        Py_XDECREF(sid);
+        return -1;
+    }
+    long long id = PyLong_AsLongLong(sid);
+    Py_DECREF(sid);
+    PyObject *tag = NULL;
+    if (!(id == -1 && PyErr_Occurred())) {
+        const long long span = 500000000LL; /* COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET, sys.py */
+        long long m = id % span;
+        if (m < 0) m += span; /* Python's modulo */
+        tag = PyLong_FromLongLong(m + 500000000LL);
+    }
+    if (!tag) {
+        Py_DECREF(algo);
+        Py_DECREF(label);
+        return -1;
+    }
+    PyObject *cb;
+    if (Py_IS_TYPE(algo, ring_type)) {
+        cb = Py_NewRef(f->received_cb);
+    } else {
+        cb = PyObject_GetAttr((PyObject *)Py_TYPE(algo), str_on_packet_received); /* type(algo).on_packet_received */
+    }
+    PyObject *res = NULL;
+    if (cb) {
+        PyObject *args[] = {f->id, dst, src, size, tag, label, cb, algo};
+        res = PyObject_Vectorcall(f->exchange, args, 8, NULL);
+        Py_DECREF(cb);
+    }
+    Py_DECREF(algo);
+    Py_DECREF(label);
+    Py_DECREF(tag);
+    if (!res) return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+/* PacketAlgorithm._message_sent */
+static int message_sent(PyObject *a) {
+    long long rem, sc, fp;
+    if (get_ll(a, A_REMAINED, &rem) < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0)
+        return -1;
+    if (rem > 0) rem--;
+    if (rem == 0 && sc > 0) {
+        sc--;
+        if (sc > 0) rem = 1;
+    }
+    if (set_ll(a, A_REMAINED, rem) < 0 || set_ll(a, A_STREAM_COUNT, sc) < 0 || set_ll(a, A_FREE_PACKETS, fp - 1) < 0)
+        return -1;
+    return 0;
+}
+
+/* Ring.ready */
+static int ring_ready(SysFast *f, PyObject *a) {
+    long long packets, sc, fp;
+    if (get_ll(a, A_PACKETS, &packets) < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 ||
+        get_ll(a, A_FREE_PACKETS, &fp) < 0)
+        return -1;
+    if (packets == 0 || sc == 0 || fp == 0) return 0;
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"),
+             *send = get(a, algo_off[A_SENDER], "curr_sender"), *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!stream || !recv || !send || !size) return -1;
+    PyObject *keep[] = {stream, recv, send, size};
+    for (int i = 0; i < 4; i++) Py_INCREF(keep[i]);
+    int r = collective_send_recv(f, stream, recv, send, size);
+    for (int i = 0; i < 4; i++) Py_DECREF(keep[i]);
+    if (r < 0) return -1;
+    if (get_ll(a, A_PACKETS, &packets) < 0 || set_ll(a, A_PACKETS, packets - 1) < 0) return -1;
+    return message_sent(a) < 0 ? -1 : 1;
+}
+
+/* PacketAlgorithm.run_general with Ring's ready */
+static int ring_run_general(SysFast *f, PyObject *a) {
+    long long fp, sc, pr;
+    if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0) return -1;
+    if (ring_ready(f, a) < 0) return -1;
+    /* iteratable */
+    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
+        return -1;
+    if (sc == 0 && fp == pr) {
+        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* is ``a`` a Ring of this Sys (the loop stays in C) */
+static int ours(SysFast *f, PyObject *a) {
+    return Py_IS_TYPE(a, ring_type) && SLOT(a, algo_off[A_SYS]) == f->sys;
+}
+
+/* Sys._bundle_arrived(stream, needs_processing, size) */
+static PyObject *bundle_arrived(SysFast *f, PyObject *stream, PyObject *processed, PyObject *size) {
+    int p = PyObject_IsTrue(processed);
+    if (p < 0) return NULL;
+    if (p) {
+        if (!f->mem_bw_exact || f->mem_bw <= 0) /* the Python method: its error, or its arithmetic */
+            return PyObject_CallMethodObjArgs(f->sys, str_bundle_arrived_py, stream, processed, size, NULL);
+        long long n = PyLong_AsLongLong(size);
+        if (n == -1 && PyErr_Occurred()) return NULL;
+        if (n > (1LL << 53) || n < -(1LL << 53))
+            return PyObject_CallMethodObjArgs(f->sys, str_bundle_arrived_py, stream, processed, size, NULL);
+        /* write + read + read, each truncated (PacketBundle::call); as 3 * int(size / bw * 1e9) */
+        double d = (double)n / f->mem_bw * 1e9;
+        if (!(d < 9.2e18 && d > -9.2e18))
+            return PyObject_CallMethodObjArgs(f->sys, str_bundle_arrived_py, stream, processed, size, NULL);
+        long long delay = 3 * (long long)d;
+        PyObject *args = PyTuple_Pack(3, stream, Py_False, size);
+        if (!args) return NULL;
+        int r = register_event(f, delay, f->bundle_cb, args);
+        Py_DECREF(args);
+        if (r < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *algo = current_algorithm(stream);
+    if (algo && ours(f, algo)) {
+        Py_INCREF(algo);
+        int r = ring_run_general(f, algo);
+        Py_DECREF(algo);
+        if (r < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (PyErr_Occurred()) return NULL;
+    /* stream.my_current_phase.algorithm.run_general(), in Python */
+    PyObject *phase = PyObject_GetAttrString(stream, "my_current_phase");
+    if (!phase) return NULL;
+    algo = PyObject_GetAttrString(phase, "algorithm");
+    Py_DECREF(phase);
+    if (!algo) return NULL;
+    PyObject *r = PyObject_CallMethodNoArgs(algo, str_run_general);
+    Py_DECREF(algo);
+    return r;
+}
+
+static PyObject *SysFast_bundle_arrived(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "_bundle_arrived(stream, needs_processing, size)");
+        return NULL;
+    }
+    return bundle_arrived(f, args[0], args[1], args[2]);
+}
+
+/* Sys._call_events(t): the tick's batch in order, late joiners included */
+static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
+    PyObject *batch = PyDict_GetItemWithError(f->batches, t);
+    if (!batch) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, t);
+        return NULL;
+    }
+    if (!PyList_Check(batch)) {
+        PyErr_SetString(PyExc_TypeError, "a tick's batch is not a list");
+        return NULL;
+    }
+    Py_INCREF(batch);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batch); i++) {
+        PyObject *entry = Py_NewRef(PyList_GET_ITEM(batch, i));
+        PyObject *r = NULL;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(entry, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a batch entry is not (callback, args)");
+        } else {
+            PyObject *cb = PyTuple_GET_ITEM(entry, 0), *args = PyTuple_GET_ITEM(entry, 1);
+            if (cb == f->bundle_cb && PyTuple_GET_SIZE(args) == 3) {
+                r = bundle_arrived(f, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));
+            } else {
+                r = PyObject_Call(cb, args, NULL);
+            }
+        }
+        Py_DECREF(entry);
+        if (!r) {
+            Py_DECREF(batch);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(batch);
+    if (PyDict_DelItem(f->batches, t) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* the exchange's receive callback for a Ring: PacketAlgorithm.on_packet_received */
+static PyObject *SysFast_received(SysFast *f, PyObject *a) {
+    if (!ours(f, a)) return PyObject_CallMethodNoArgs(a, str_on_packet_received);
+    long long n;
+    if (get_ll(a, A_RECEIVED, &n) < 0 || set_ll(a, A_RECEIVED, n + 1) < 0) return NULL;
+    if (ring_insert_packet(f, a) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *SysFast_mem_bus_transfer(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 4) {
+        PyErr_SetString(PyExc_TypeError, "mem_bus_transfer(stream, fast, needs_processing, size)");
+        return NULL;
+    }
+    int fast = PyObject_IsTrue(args[1]);
+    if (fast < 0 || mem_bus_transfer(f, args[0], fast, args[2], args[3]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *SysFast_collective_send_recv(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 4) {
+        PyErr_SetString(PyExc_TypeError, "collective_send_recv(stream, dst, src, size)");
+        return NULL;
+    }
+    if (collective_send_recv(f, args[0], args[1], args[2], args[3]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef SysFast_methods[] = {
+    {"mem_bus_transfer", (PyCFunction)(void (*)(void))SysFast_mem_bus_transfer, METH_FASTCALL,
+     "Sys.mem_bus_transfer(stream, fast, needs_processing, size)"},
+    {"collective_send_recv", (PyCFunction)(void (*)(void))SysFast_collective_send_recv, METH_FASTCALL,
+     "Sys.collective_send_recv(stream, dst, src, size)"},
+    {"call_events", (PyCFunction)SysFast_call_events, METH_O, "Sys._call_events(t)"},
+    {"bundle_arrived", (PyCFunction)(void (*)(void))SysFast_bundle_arrived, METH_FASTCALL,
+     "Sys._bundle_arrived(stream, needs_processing, size)"},
+    {"received", (PyCFunction)SysFast_received, METH_O, "algorithm.on_packet_received(), for the exchange"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *bound(SysFast *f, const char *name) {
+    return PyObject_GetAttrString((PyObject *)f, name);
+}
+
+static int SysFast_init(SysFast *f, PyObject *args, PyObject *kw) {
+    static char *names[] = {"sys", "clock", "batches", "schedule", "exchange", "npu_id", "endpoint_delay_ns",
+                            "local_mem_bw", NULL};
+    PyObject *sys, *clock, *batches, *schedule, *exchange, *id, *bw;
+    long long delay;
+    if (!ring_type) {
+        PyErr_SetString(PyExc_RuntimeError, "system._sys_core.configure() was not called");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!OOOLO", names, &sys, &clock, &PyDict_Type, &batches, &schedule,
+                                     &exchange, &id, &delay, &bw))
+        return -1;
+    double b = PyFloat_AsDouble(bw);
+    if (b == -1.0 && PyErr_Occurred()) return -1;
+    int exact = PyFloat_Check(bw);
+    if (!exact && PyLong_Check(bw)) {
+        long long v = PyLong_AsLongLong(bw);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+        } else {
+            exact = v <= (1LL << 53) && v >= -(1LL << 53);
+        }
+    }
+    Py_XSETREF(f->sys, Py_NewRef(sys));
+    Py_XSETREF(f->clock, Py_NewRef(clock));
+    Py_XSETREF(f->batches, Py_NewRef(batches));
+    Py_XSETREF(f->schedule, Py_NewRef(schedule));
+    Py_XSETREF(f->exchange, Py_NewRef(exchange));
+    Py_XSETREF(f->id, Py_NewRef(id));
+    f->endpoint_delay = delay;
+    f->mem_bw = b;
+    f->mem_bw_exact = exact;
+    Py_XSETREF(f->call_events_cb, bound(f, "call_events"));
+    Py_XSETREF(f->bundle_cb, bound(f, "bundle_arrived"));
+    Py_XSETREF(f->received_cb, bound(f, "received"));
+    return (f->call_events_cb && f->bundle_cb && f->received_cb) ? 0 : -1;
+}
+
+static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
+    Py_VISIT(f->sys);
+    Py_VISIT(f->clock);
+    Py_VISIT(f->batches);
+    Py_VISIT(f->schedule);
+    Py_VISIT(f->exchange);
+    Py_VISIT(f->id);
+    Py_VISIT(f->call_events_cb);
+    Py_VISIT(f->bundle_cb);
+    Py_VISIT(f->received_cb);
+    Py_VISIT(Py_TYPE(f));
+    return 0;
+}
+
+static int SysFast_clear(SysFast *f) {
+    Py_CLEAR(f->sys);
+    Py_CLEAR(f->clock);
+    Py_CLEAR(f->batches);
+    Py_CLEAR(f->schedule);
+    Py_CLEAR(f->exchange);
+    Py_CLEAR(f->id);
+    Py_CLEAR(f->call_events_cb);
+    Py_CLEAR(f->bundle_cb);
+    Py_CLEAR(f->received_cb);
+    return 0;
+}
+
+static void SysFast_dealloc(SysFast *f) {
+    PyTypeObject *tp = Py_TYPE(f);
+    PyObject_GC_UnTrack(f);
+    SysFast_clear(f);
+    tp->tp_free((PyObject *)f);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot SysFast_slots[] = {
+    {Py_tp_doc, "One Sys's per-message ring path in C (system/sys.py: Sys, system/collective/ring.py: Ring)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, SysFast_init},
+    {Py_tp_dealloc, SysFast_dealloc},
+    {Py_tp_traverse, SysFast_traverse},
+    {Py_tp_clear, SysFast_clear},
+    {Py_tp_methods, SysFast_methods},
+    {0, NULL},
+};
+
+static PyType_Spec SysFast_spec = {
+    .name = "system._sys_core.SysFast",
+    .basicsize = sizeof(SysFast),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = SysFast_slots,
+};
+
+/* configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER):
+ * the classes whose slots this code reads, and where */
+static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
+    PyObject *ring, *stream, *phase, *dataset, *ar, *rs;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type, &phase,
+                          &PyType_Type, &dataset, &ar, &rs))
+        return NULL;
+    Py_ssize_t a[A_N], s[S_N], pa, dl;
+    for (int i = 0; i < A_N; i++)
+        if (slot_offset((PyTypeObject *)ring, algo_slots[i], &a[i]) < 0) return NULL;
+    for (int i = 0; i < S_N; i++)
+        if (slot_offset((PyTypeObject *)stream, stream_slots[i], &s[i]) < 0) return NULL;
+    if (slot_offset((PyTypeObject *)phase, "algorithm", &pa) < 0 ||
+        slot_offset((PyTypeObject *)dataset, "label", &dl) < 0)
+        return NULL;
+    memcpy(algo_off, a, sizeof a);
+    memcpy(stream_off, s, sizeof s);
+    phase_algorithm_off = pa;
+    dataset_label_off = dl;
+    Py_XSETREF(ring_type, (PyTypeObject *)Py_NewRef(ring));
+    Py_XSETREF(stream_type, (PyTypeObject *)Py_NewRef(stream));
+    Py_XSETREF(phase_type, (PyTypeObject *)Py_NewRef(phase));
+    Py_XSETREF(dataset_type, (PyTypeObject *)Py_NewRef(dataset));
+    Py_XSETREF(all_reduce, Py_NewRef(ar));
+    Py_XSETREF(reduce_scatter, Py_NewRef(rs));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int exec_module(PyObject *m) {
+    if (!empty_tuple) {
+        if (!(empty_tuple = PyTuple_New(0)) || !(str_now = PyUnicode_InternFromString("now")) ||
+            !(str_exit = PyUnicode_InternFromString("exit")) ||
+            !(str_run_general = PyUnicode_InternFromString("run_general")) ||
+            !(str_on_packet_received = PyUnicode_InternFromString("on_packet_received")) ||
+            !(str_note_zero_delay = PyUnicode_InternFromString("note_zero_delay")) ||
+            !(str_note_zero_message = PyUnicode_InternFromString("note_zero_message")) ||
+            !(str_bundle_arrived_py = PyUnicode_InternFromString("_bundle_arrived")))
+            return -1;
+    }
+    PyObject *tp = PyType_FromModuleAndSpec(m, &SysFast_spec, NULL);
+    if (!tp) return -1;
+    if (PyModule_AddObject(m, "SysFast", tp) < 0) {
+        Py_DECREF(tp);
+        return -1;
+    }
+#ifndef DTSIM_SOURCE_CHECKSUM
+#define DTSIM_SOURCE_CHECKSUM "unknown"
+#endif
+    return PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_sys_core", "The system layer's per-message ring path in C (system/sys.py).", 0,
+    module_methods, module_slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__sys_core(void) { return PyModuleDef_Init(&module); }

@@ -1,0 +1,26 @@
+"""The system layer's per-message ring path in C (system/_sys_core.c), where pip install compiled
+it: ``SYS_CORE`` is that module, configured with the classes whose slots it reads, or None where
+the Python methods run (not compiled, ``DTSIM_PURE_PYTHON=1``, or compiled from other sources).
+``Sys`` decides per run whether it applies (see ``Sys.__init__``); the results are the same either
+way, and tests hold the two to every cycle."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from network.native_build import SYSTEM_SOURCES, load_checked
+
+
+def _load() -> ModuleType | None:
+    mod = load_checked("system._sys_core", Path(__file__).resolve().parent, SYSTEM_SOURCES)
+    if mod is None:
+        return None
+    from system.collective.algorithm import ComType
+    from system.collective.ring import Ring
+    from system.stream import CollectivePhase, DataSet, StreamBaseline
+
+    mod.configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER)
+    return mod
+
+
+SYS_CORE = _load()
