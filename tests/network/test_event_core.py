@@ -194,15 +194,15 @@ def test_the_checksum_covers_every_source(tmp_path) -> None:
 
     import network.native_build as nb
 
-    src = Path(event_queue.__file__).resolve().parent
-    for name in nb.SOURCES:
-        (tmp_path / name).write_bytes((src / name).read_bytes())
-    base = nb.source_checksum(tmp_path)
-    assert base == nb.source_checksum(src)
-    for name in nb.SOURCES:
-        data = (tmp_path / name).read_bytes()
-        (tmp_path / name).write_bytes(data + b"\n")
-        assert nb.source_checksum(tmp_path) != base, name
-        (tmp_path / name).write_bytes(data)
-    (tmp_path / nb.SOURCES[0]).unlink()
-    assert nb.source_checksum(tmp_path) is None
+    root = Path(event_queue.__file__).resolve().parents[1]
+    for folder, sources in (("network", nb.SOURCES), ("system", nb.SYSTEM_SOURCES)):
+        src, dst = root / folder, tmp_path / folder
+        dst.mkdir()
+        for name in sources:
+            (dst / name).write_bytes((src / name).read_bytes())
+        base = nb.source_checksum(dst, sources)
+        assert base == nb.source_checksum(src, sources)
+        for name in sources:
+            data = (dst / name).read_bytes()
+            (dst / name).write_bytes(data + b"\n")
+            assert nb.source_checksum(dst, sources) != base, name

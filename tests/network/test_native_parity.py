@@ -1,5 +1,6 @@
-"""The C event queue and congestion-aware links (network/_event_core.c, network/_aware_links.c)
-against the Python classes they replace (DTSIM_PURE_PYTHON=1): on random workloads of the
+"""The C code (the event queue, the congestion-aware links and the pairing in network/_event_core.c,
+_aware_links.c and _pairing.c; the system layer's ring path in system/_sys_core.c) against the
+Python classes and methods it replaces (DTSIM_PURE_PYTHON=1): on random workloads of the
 differential generator and on topology files, both give every rank's cycles, the event count,
 the bytes and the network statistics alike."""
 from __future__ import annotations
@@ -29,12 +30,16 @@ out = []
 for case in json.loads(sys.stdin.read()):
     w, n, s, g, backend, symmetry, batching = case
     try:
-        r = run_simulation(w, n, s, backend=backend, comm_groups=g, symmetry=symmetry, batching=batching)
+        r = run_simulation(w, n, s, backend=backend, comm_groups=g, symmetry=symmetry, batching=batching,
+                           max_events=5_000_000)  # a side that loops fails fast
     except Exception as e:  # the same refusal on both sides is agreement too
         out.append({"error": type(e).__name__ + ": " + str(e).splitlines()[0]})
         continue
     stats = {k: v for k, v in r.network_stats.items() if k not in ("wall_s", "core")}
-    stats["core_ok"] = r.network_stats["core"] == ("python" if os.environ.get("DTSIM_PURE_PYTHON") else "c")
+    pure = bool(os.environ.get("DTSIM_PURE_PYTHON"))
+    stats["core_ok"] = r.network_stats["core"] == ("python" if pure else "c")
+    from system.sys_core import SYS_CORE
+    stats["sys_core_ok"] = (SYS_CORE is None) == pure
     out.append({"finish": list(r.finish_ns), "events": r.events, "stats": json.loads(json.dumps(stats, default=str))})
 print(json.dumps(out))
 """
@@ -59,9 +64,10 @@ def _random_cases(tmp_path: Path, seeds: range) -> list:
         d = materialize(generate_spec(seed), tmp_path / f"c{seed}")
         p = case_paths(d)
         g = None if p["groups"] is None else str(p["groups"])
-        for symmetry, batching in ((False, False), (True, True)):  # every message an event; the shortcuts
-            cases.append([str(p["workload"]), str(p["network"]), str(p["system"]), g, "congestion-aware",
-                          symmetry, batching])
+        # every message an event (on both analytical backends); the shortcuts
+        for backend, symmetry, batching in (("congestion-aware", False, False), ("congestion-unaware", False, False),
+                                            ("congestion-aware", True, True)):
+            cases.append([str(p["workload"]), str(p["network"]), str(p["system"]), g, backend, symmetry, batching])
     return cases
 
 
@@ -75,7 +81,8 @@ def test_random_workloads_agree(tmp_path: Path) -> None:
 
 def test_topology_files_and_multi_dim_agree(tmp_path: Path) -> None:
     """A topology file's links are the Python PacketLink on the C Link: routes over switches,
-    same-tick arbitration, packets; and a 2-D network of Ring x Switch."""
+    same-tick arbitration, packets; a 2-D network of Ring x Switch; system knobs the C ring path
+    reads."""
     from workload.builder import write_collective_microbenchmark
 
     sysj = EXAMPLES / "system" / "Ring_4chunks.json"
@@ -90,6 +97,14 @@ def test_topology_files_and_multi_dim_agree(tmp_path: Path) -> None:
     net.write_text("topology: [Ring, Switch]\nnpus_count: [4, 4]\nbandwidth: [50, 25]\nlatency: [500, 700]\n")
     w = write_collective_microbenchmark(tmp_path / "2d", 16, "ALL_REDUCE", 3 << 20, shared=True)
     cases.append([str(w), str(net), str(sysj), None, "congestion-aware", False, False])
+    # a reduction's time size / local-mem-bw: a fractional bandwidth, one too large for a double to
+    # hold exactly (the C ring path hands those to Python's arithmetic), and an endpoint delay of 0
+    for name, extra in (("frac", {"local-mem-bw": 1.7}), ("huge", {"local-mem-bw": 10_000_000}),
+                        ("zero", {"endpoint-delay": 0})):
+        cfg = tmp_path / f"{name}.json"
+        cfg.write_text(json.dumps({**json.loads(sysj.read_text()), **extra}))
+        for backend in ("congestion-aware", "congestion-unaware"):
+            cases.append([str(w), str(net), str(cfg), None, backend, False, False])
     native, pure = _run(cases, pure=False), _run(cases, pure=True)
     assert all("finish" in r for r in native), native
     assert native == pure

@@ -1,0 +1,64 @@
+"""When the system layer's C ring path (system/_sys_core.c) runs, and when the Python methods do.
+
+Whole runs of both sides agree to every cycle in tests/network/test_native_parity.py; these say
+which Sys objects take the C path at all."""
+from __future__ import annotations
+
+import pytest
+
+from network.analytical.aware import CongestionAwareBackend
+from network.analytical.unaware import CongestionUnawareBackend
+from network.config import NetworkConfig
+from system.config import SystemConfig
+from system.sys import Sys
+from system.sys_core import SYS_CORE
+
+native = pytest.mark.skipif(SYS_CORE is None, reason="system._sys_core is not built")
+NET = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]})
+
+
+def test_pip_install_built_the_system_core() -> None:
+    """As for the event queue (tests/network/test_event_core.py): built wherever the network's C
+    module is, and a failure under CI=true."""
+    from conftest import IN_CI
+    from network.event_queue import native_module
+
+    if SYS_CORE is None:
+        if IN_CI:
+            pytest.fail("CI=true and system._sys_core did not build", pytrace=False)
+        if native_module() is not None:
+            pytest.fail("network._event_core was built but system._sys_core was not", pytrace=False)
+        pytest.skip("no C modules built: the Python methods run")
+
+
+@native
+@pytest.mark.parametrize("backend", [CongestionAwareBackend, CongestionUnawareBackend])
+def test_an_analytical_backend_takes_the_c_path(backend: type) -> None:
+    s = Sys(0, backend(NET), SystemConfig.default())
+    assert isinstance(s._fast, SYS_CORE.SysFast)
+    assert s.mem_bus_transfer == s._fast.mem_bus_transfer and s._call_events == s._fast.call_events
+
+
+@native
+def test_rendezvous_and_other_clocks_keep_the_python_methods() -> None:
+    assert not hasattr(Sys(0, CongestionAwareBackend(NET), SystemConfig.default(), rendezvous=True), "_fast")
+
+    class OwnClock(CongestionUnawareBackend):  # a backend whose time is not its queue's (as ns-3's)
+        def now(self) -> int:
+            return self.queue.now
+
+    s = Sys(0, OwnClock(NET), SystemConfig.default())
+    assert not hasattr(s, "_fast") and s.mem_bus_transfer.__func__ is Sys.mem_bus_transfer
+
+
+@native
+def test_configure_refuses_classes_without_the_slots() -> None:
+    class NoSlots:
+        pass
+
+    from system.stream import CollectivePhase, DataSet, StreamBaseline
+
+    with pytest.raises((TypeError, AttributeError)):
+        SYS_CORE.configure(NoSlots, StreamBaseline, CollectivePhase, DataSet, 0, 7)
+    # the module keeps its configuration: a Sys still takes the C path and runs
+    assert isinstance(Sys(0, CongestionAwareBackend(NET), SystemConfig.default())._fast, SYS_CORE.SysFast)
