@@ -117,6 +117,9 @@ typedef struct {
     long long last_start, free_at, claim_until, claim_last;
     PyObject *claim_recent;
     int is_core; /* queue is the C queue: events go straight into its calendar */
+    /* the last size's (arrival, busy) from ``delays``, whose entries never change once set:
+     * a link's chunks are mostly of one size, and this skips the dictionary for them */
+    long long cached_size, cached_arrive, cached_busy;
 } Link;
 
 static PyObject *units_arrival = NULL, *units_serialization = NULL; /* network.units */
@@ -155,6 +158,7 @@ static int Link_init(Link *l, PyObject *args, PyObject *kw) {
     Py_XSETREF(l->free_cb, free_cb);
     Py_XSETREF(l->claim_recent, Py_NewRef(Py_None));
     l->last_start = l->free_at = l->claim_until = l->claim_last = -1;
+    l->cached_size = -1;
     return 0;
 }
 
@@ -184,6 +188,11 @@ static PyObject *pend_pop(Link *l) { /* a new reference */
 
 /* (arrival, busy) ns for a chunk of size bytes: the dimension's cache, else network.units */
 static int link_delays(Link *l, long long size, long long *arrive, long long *busy) {
+    if (size == l->cached_size) {
+        *arrive = l->cached_arrive;
+        *busy = l->cached_busy;
+        return 0;
+    }
     PyObject *key = PyLong_FromLongLong(size);
     if (!key) return -1;
     PyObject *d = PyDict_GetItemWithError(l->delays, key); /* borrowed */
@@ -204,7 +213,13 @@ static int link_delays(Link *l, long long size, long long *arrive, long long *bu
     }
     *arrive = PyLong_AsLongLong(PyTuple_GET_ITEM(d, 0));
     *busy = PyLong_AsLongLong(PyTuple_GET_ITEM(d, 1));
-    return PyErr_Occurred() ? -1 : 0;
+    if (PyErr_Occurred()) return -1;
+    if (size >= 0) {
+        l->cached_size = size;
+        l->cached_arrive = *arrive;
+        l->cached_busy = *busy;
+    }
+    return 0;
 }
 
 /* the link's queue's clock */

@@ -483,7 +483,16 @@ static int exec_module(PyObject *m) {
     /* network/native_build.py: what the sources were when this was compiled */
     if (PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM) < 0) return -1;
     if (dtsim_add_aware_links(m) < 0) return -1;
-    return dtsim_add_pairing(m);
+    if (dtsim_add_pairing(m) < 0) return -1;
+    static DtsimCoreAPI api = {sizeof(DtsimCoreAPI), NULL, dtsim_push_event};
+    api.core_type = dtsim_core_type;
+    PyObject *capsule = PyCapsule_New(&api, DTSIM_CORE_API_CAPSULE, NULL);
+    if (!capsule) return -1;
+    if (PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_DECREF(capsule);
+        return -1;
+    }
+    return 0;
 }
 
 static PyModuleDef_Slot module_slots[] = {

@@ -47,4 +47,14 @@ int dtsim_add_aware_links(PyObject *module);
 /* Adds Channel, Pairing and noop to the module (_pairing.c). */
 int dtsim_add_pairing(PyObject *module);
 
+/* What other extensions (system/_sys_core.c) use of the queue, through the capsule below: its
+ * type, to know a queue when they see one, and its calendar. */
+typedef struct {
+    size_t size; /* sizeof(DtsimCoreAPI) when compiled: another value refuses the capsule */
+    PyTypeObject *core_type;
+    int (*push_event)(Queue *q, long long delay, PyObject *cb, PyObject *args);
+} DtsimCoreAPI;
+
+#define DTSIM_CORE_API_CAPSULE "network._event_core._C_API"
+
 #endif

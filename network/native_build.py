@@ -11,8 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 SOURCES = ("_event_core.c", "_aware_links.c", "_pairing.c", "_event_core.h")
-#: system/_sys_core.c, compiled into ``system._sys_core`` under the same rule
-SYSTEM_SOURCES = ("_sys_core.c",)
+#: system/_sys_core.c, compiled into ``system._sys_core`` under the same rule, with the header of the
+#: queue's C interface it uses
+SYSTEM_SOURCES = ("_sys_core.c", "../network/_event_core.h")
 
 
 def source_checksum(folder: Path, sources: tuple[str, ...] = SOURCES) -> str | None:

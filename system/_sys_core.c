@@ -17,6 +17,11 @@
 #include <Python.h>
 #include <structmember.h>
 #include <descrobject.h>
+#include <limits.h>
+
+#include "_event_core.h" /* network/: the queue's capsule, DtsimCoreAPI */
+
+static DtsimCoreAPI *core_api = NULL; /* NULL where network._event_core is not there */
 
 /* -- slots of Python classes -------------------------------------------------------------------- */
 
@@ -36,7 +41,7 @@ static PyTypeObject *ring_type, *stream_type, *phase_type, *dataset_type;
 static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
 static PyObject *empty_tuple, *str_now, *str_exit, *str_run_general, *str_on_packet_received,
-    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py;
+    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py, *str_register_event;
 
 static int slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
     PyObject *descr = PyObject_GetAttrString((PyObject *)tp, name);
@@ -89,12 +94,17 @@ typedef struct {
     long long endpoint_delay;
     double mem_bw;      /* local-mem-bw in bytes/s */
     int mem_bw_exact;   /* mem_bw is the config's value exactly (so size / bw rounds as Python's) */
+    Queue *core;        /* clock as the C queue, whose schedule is f->schedule; NULL: another queue */
     PyObject *call_events_cb; /* bound C methods, made once */
     PyObject *bundle_cb;
     PyObject *received_cb;
 } SysFast;
 
 static int now_of(SysFast *f, long long *now) {
+    if (f->core) {
+        *now = f->core->now;
+        return 0;
+    }
     PyObject *t = PyObject_GetAttr(f->clock, str_now);
     if (!t) return -1;
     *now = PyLong_AsLongLong(t);
@@ -106,6 +116,25 @@ static int now_of(SysFast *f, long long *now) {
 static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *args) {
     long long now;
     if (now_of(f, &now) < 0) return -1;
+    if (delay < 0 || now > LLONG_MAX - delay) { /* past a 64-bit clock: Python's method, and its error */
+        PyObject *d = PyLong_FromLongLong(delay);
+        if (!d) return -1;
+        PyObject *full = PyTuple_New(2 + PyTuple_GET_SIZE(args));
+        if (!full) {
+            Py_DECREF(d);
+            return -1;
+        }
+        PyTuple_SET_ITEM(full, 0, d);
+        PyTuple_SET_ITEM(full, 1, Py_NewRef(cb));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+            PyTuple_SET_ITEM(full, 2 + i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+        PyObject *meth = PyObject_GetAttr(f->sys, str_register_event);
+        PyObject *res = meth ? PyObject_Call(meth, full, NULL) : NULL;
+        Py_XDECREF(meth);
+        Py_DECREF(full);
+        Py_XDECREF(res);
+        return res ? 0 : -1;
+    }
     PyObject *t = PyLong_FromLongLong(now + delay);
     if (!t) return -1;
     PyObject *entry = PyTuple_Pack(2, cb, args);
@@ -121,7 +150,11 @@ static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *a
         PyObject *list = PyList_New(1);
         if (list) {
             PyList_SET_ITEM(list, 0, Py_NewRef(entry));
-            if (PyDict_SetItem(f->batches, t, list) == 0) {
+            if (PyDict_SetItem(f->batches, t, list) == 0 && f->core) { /* schedule(delay, call_events, t) */
+                PyObject *targs = PyTuple_Pack(1, t);
+                r = targs ? core_api->push_event(f->core, delay, f->call_events_cb, targs) : -1;
+                Py_XDECREF(targs);
+            } else if (!PyErr_Occurred()) {
                 PyObject *d = PyLong_FromLongLong(delay);
                 PyObject *res = d ? PyObject_CallFunctionObjArgs(f->schedule, d, f->call_events_cb, t, NULL) : NULL;
                 Py_XDECREF(d);
@@ -347,7 +380,7 @@ static PyObject *bundle_arrived(SysFast *f, PyObject *stream, PyObject *processe
             return PyObject_CallMethodObjArgs(f->sys, str_bundle_arrived_py, stream, processed, size, NULL);
         /* write + read + read, each truncated (PacketBundle::call); as 3 * int(size / bw * 1e9) */
         double d = (double)n / f->mem_bw * 1e9;
-        if (!(d < 9.2e18 && d > -9.2e18))
+        if (!(d < 3.0e18 && d > -3.0e18)) /* 3 * int(d) within 64 bits, else Python's ints */
             return PyObject_CallMethodObjArgs(f->sys, str_bundle_arrived_py, stream, processed, size, NULL);
         long long delay = 3 * (long long)d;
         PyObject *args = PyTuple_Pack(3, stream, Py_False, size);
@@ -498,6 +531,10 @@ static int SysFast_init(SysFast *f, PyObject *args, PyObject *kw) {
     f->endpoint_delay = delay;
     f->mem_bw = b;
     f->mem_bw_exact = exact;
+    f->core = NULL;
+    if (core_api && PyObject_TypeCheck(clock, core_api->core_type) && PyCFunction_Check(schedule) &&
+        PyCFunction_GET_SELF(schedule) == clock)
+        f->core = (Queue *)clock; /* held by f->clock */
     Py_XSETREF(f->call_events_cb, bound(f, "call_events"));
     Py_XSETREF(f->bundle_cb, bound(f, "bundle_arrived"));
     Py_XSETREF(f->received_cb, bound(f, "received"));
@@ -539,7 +576,18 @@ static void SysFast_dealloc(SysFast *f) {
     Py_DECREF(tp);
 }
 
+static PyObject *SysFast_get_direct(SysFast *f, void *Py_UNUSED(closure)) {
+    return PyBool_FromLong(f->core != NULL);
+}
+
+static PyGetSetDef SysFast_getset[] = {
+    {"direct", (getter)SysFast_get_direct, NULL,
+     "whether events go straight into the C queue's calendar (else through the backend's schedule)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyType_Slot SysFast_slots[] = {
+    {Py_tp_getset, SysFast_getset},
     {Py_tp_doc, "One Sys's per-message ring path in C (system/sys.py: Sys, system/collective/ring.py: Ring)."},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, SysFast_init},
@@ -599,8 +647,14 @@ static int exec_module(PyObject *m) {
             !(str_on_packet_received = PyUnicode_InternFromString("on_packet_received")) ||
             !(str_note_zero_delay = PyUnicode_InternFromString("note_zero_delay")) ||
             !(str_note_zero_message = PyUnicode_InternFromString("note_zero_message")) ||
-            !(str_bundle_arrived_py = PyUnicode_InternFromString("_bundle_arrived")))
+            !(str_bundle_arrived_py = PyUnicode_InternFromString("_bundle_arrived")) ||
+            !(str_register_event = PyUnicode_InternFromString("register_event")))
             return -1;
+    }
+    if (!core_api) { /* the C queue's calendar, where it is built; else every call goes through Python */
+        DtsimCoreAPI *api = PyCapsule_Import(DTSIM_CORE_API_CAPSULE, 0);
+        if (api && api->size == sizeof(DtsimCoreAPI)) core_api = api;
+        PyErr_Clear();
     }
     PyObject *tp = PyType_FromModuleAndSpec(m, &SysFast_spec, NULL);
     if (!tp) return -1;

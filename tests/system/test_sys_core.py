@@ -37,6 +37,7 @@ def test_an_analytical_backend_takes_the_c_path(backend: type) -> None:
     s = Sys(0, backend(NET), SystemConfig.default())
     assert isinstance(s._fast, SYS_CORE.SysFast)
     assert s.mem_bus_transfer == s._fast.mem_bus_transfer and s._call_events == s._fast.call_events
+    assert s._fast.direct  # the queue's calendar through network._event_core's capsule
 
 
 @native
@@ -49,6 +50,17 @@ def test_rendezvous_and_other_clocks_keep_the_python_methods() -> None:
 
     s = Sys(0, OwnClock(NET), SystemConfig.default())
     assert not hasattr(s, "_fast") and s.mem_bus_transfer.__func__ is Sys.mem_bus_transfer
+
+
+@native
+def test_a_queue_that_is_not_the_c_one_is_reached_through_its_schedule() -> None:
+    from network.event_queue import PyEventQueue
+
+    b = CongestionUnawareBackend(NET)
+    b.queue = PyEventQueue()
+    b.schedule = b.queue.schedule
+    s = Sys(0, b, SystemConfig.default())
+    assert isinstance(s._fast, SYS_CORE.SysFast) and not s._fast.direct
 
 
 @native
