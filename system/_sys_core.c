@@ -38,6 +38,15 @@ enum { S_PHASE, S_STREAM_ID, S_DATASET, S_N };
 static const char *stream_slots[S_N] = {"my_current_phase", "stream_id", "dataset"};
 
 static PyTypeObject *ring_type, *stream_type, *phase_type, *dataset_type;
+/* AllToAll (system/collective/all_to_all.py: direct), a Ring with these slots more, and its topology */
+enum { D_MIDDLE, D_PENDING, D_RECV_INDEX, D_SEND_INDEX, D_STEP, D_TOPOLOGY, D_N };
+static const char *direct_slots[D_N] = {"middle_point", "pending", "_receiver_index", "_sender_index", "_step",
+                                        "topology"};
+enum { T_LOCAL, T_INDEX, T_NODES, T_LIST, T_BASE, T_OFFSET, T_N };
+static const char *topo_slots[T_N] = {"local", "index_in_ring", "nodes_in_ring", "_list", "_base", "_offset"};
+static PyTypeObject *direct_type, *topo_type;
+static Py_ssize_t direct_off[D_N], topo_off[T_N];
+static PyObject *str_append, *str_popleft, *str_member_at;
 static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
 static PyObject *empty_tuple, *str_now, *str_exit, *str_run_general, *str_on_packet_received,
@@ -293,7 +302,7 @@ static int collective_send_recv(SysFast *f, PyObject *stream, PyObject *dst, PyO
         return -1;
     }
     PyObject *cb;
-    if (Py_IS_TYPE(algo, ring_type)) {
+    if (Py_IS_TYPE(algo, ring_type) || (direct_type && Py_IS_TYPE(algo, direct_type))) {
         cb = Py_NewRef(f->received_cb);
     } else {
         cb = PyObject_GetAttr((PyObject *)Py_TYPE(algo), str_on_packet_received); /* type(algo).on_packet_received */
@@ -362,9 +371,191 @@ static int ring_run_general(SysFast *f, PyObject *a) {
     return 0;
 }
 
-/* is ``a`` a Ring of this Sys (the loop stays in C) */
+/* -- AllToAll (direct) ----------------------------------------------------------------------------- */
+
+static long long pymod(long long a, long long n) { /* Python's a % n for n > 0 */
+    long long m = a % n;
+    return m < 0 ? m + n : m;
+}
+
+static int get_d(PyObject *a, int i, long long *out) {
+    PyObject *v = get(a, direct_off[i], direct_slots[i]);
+    if (!v) return -1;
+    *out = PyLong_AsLongLong(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int set_d(PyObject *a, int i, long long v) {
+    PyObject *o = PyLong_FromLongLong(v);
+    if (!o) return -1;
+    set_new(a, direct_off[i], o);
+    return 0;
+}
+
+/* topology.member_at(i) for 0 <= i < nodes_in_ring, a new reference */
+static PyObject *member_at(PyObject *topo, long long i) {
+    if (Py_IS_TYPE(topo, topo_type)) {
+        PyObject *list = get(topo, topo_off[T_LIST], "_list");
+        if (!list) return NULL;
+        if (list != Py_None) {
+            if (!PyList_Check(list) || i < 0 || i >= PyList_GET_SIZE(list)) {
+                PyErr_SetString(PyExc_IndexError, "a ring's member index is out of range");
+                return NULL;
+            }
+            return Py_NewRef(PyList_GET_ITEM(list, i));
+        }
+        PyObject *base = get(topo, topo_off[T_BASE], "_base"), *off = get(topo, topo_off[T_OFFSET], "_offset");
+        if (!base || !off) return NULL;
+        long long b = PyLong_AsLongLong(base), o = PyLong_AsLongLong(off);
+        if (PyErr_Occurred()) return NULL;
+        return PyLong_FromLongLong(b + i * o);
+    }
+    PyObject *idx = PyLong_FromLongLong(i);
+    if (!idx) return NULL;
+    PyObject *r = PyObject_CallMethodOneArg(topo, str_member_at, idx);
+    Py_DECREF(idx);
+    return r;
+}
+
+static int topo_ll(PyObject *topo, int i, long long *out) {
+    PyObject *v = Py_IS_TYPE(topo, topo_type) ? Py_XNewRef(get(topo, topo_off[i], topo_slots[i]))
+                                              : PyObject_GetAttrString(topo, topo_slots[i]);
+    if (!v) return -1;
+    if (i == T_LOCAL) {
+        int t = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        *out = t;
+        return t < 0 ? -1 : 0;
+    }
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* AllToAll._next_peers */
+static int direct_next_peers(PyObject *a) {
+    long long n, step, own, ri, si;
+    PyObject *topo = get(a, direct_off[D_TOPOLOGY], "topology");
+    if (!topo || get_ll(a, A_NODES, &n) < 0 || get_d(a, D_STEP, &step) < 0 || get_d(a, D_RECV_INDEX, &ri) < 0 ||
+        get_d(a, D_SEND_INDEX, &si) < 0)
+        return -1;
+    Py_INCREF(topo);
+    int r = -1;
+    if (n <= 0) {
+        PyErr_SetString(PyExc_ZeroDivisionError, "a ring of no NPUs");
+        goto done;
+    }
+    if (topo_ll(topo, T_INDEX, &own) < 0) goto done;
+    long long i = pymod(ri + step, n);
+    if (i == own) i = pymod(i + step, n);
+    if (set_d(a, D_RECV_INDEX, i) < 0) goto done;
+    PyObject *m = member_at(topo, i);
+    if (!m) goto done;
+    set_new(a, algo_off[A_RECEIVER], m);
+    i = pymod(si - step, n);
+    if (i == own) i = pymod(i - step, n);
+    if (set_d(a, D_SEND_INDEX, i) < 0) goto done;
+    if (!(m = member_at(topo, i))) goto done;
+    set_new(a, algo_off[A_SENDER], m);
+    r = 0;
+done:
+    Py_DECREF(topo);
+    return r;
+}
+
+/* AllToAll.insert_packet */
+static int direct_insert_packet(SysFast *f, PyObject *a) {
+    long long nodes, pr, local;
+    PyObject *topo = get(a, direct_off[D_TOPOLOGY], "topology");
+    if (!topo || get_ll(a, A_NODES, &nodes) < 0 || get_ll(a, A_PARALLEL, &pr) < 0 || topo_ll(topo, T_LOCAL, &local) < 0)
+        return -1;
+    int processed = take_packet(a, pr * (local ? nodes - 1 : 1));
+    if (processed < 0) return -1;
+    PyObject *pending = get(a, direct_off[D_PENDING], "pending"), *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"),
+             *send = get(a, algo_off[A_SENDER], "curr_sender");
+    if (!pending || !recv || !send) return -1;
+    PyObject *pair = PyTuple_Pack(2, recv, send);
+    if (!pair) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(pending, str_append, pair);
+    Py_DECREF(pair);
+    if (!r) return -1;
+    Py_DECREF(r);
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast"),
+             *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!stream || !fast || !size) return -1;
+    int isfast = PyObject_IsTrue(fast);
+    if (isfast < 0) return -1;
+    Py_INCREF(stream);
+    Py_INCREF(size);
+    int rc = mem_bus_transfer(f, stream, isfast, processed ? Py_True : Py_False, size);
+    Py_DECREF(stream);
+    Py_DECREF(size);
+    return rc < 0 ? -1 : direct_next_peers(a);
+}
+
+/* AllToAll.ready: 1 sent, 0 not */
+static int direct_ready(SysFast *f, PyObject *a) {
+    long long sc, fp;
+    PyObject *pending = get(a, direct_off[D_PENDING], "pending");
+    if (!pending) return -1;
+    Py_ssize_t waiting = PyObject_Length(pending);
+    if (waiting < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0) return -1;
+    if (waiting == 0 || sc == 0 || fp == 0) return 0;
+    PyObject *pair = PyObject_CallMethodNoArgs(pending, str_popleft);
+    if (!pair) return -1;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "a direct packet is not (destination, source)");
+        return -1;
+    }
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!stream || !size) {
+        Py_DECREF(pair);
+        return -1;
+    }
+    Py_INCREF(stream);
+    Py_INCREF(size);
+    int r = collective_send_recv(f, stream, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), size);
+    Py_DECREF(stream);
+    Py_DECREF(size);
+    Py_DECREF(pair);
+    if (r < 0) return -1;
+    return message_sent(a) < 0 ? -1 : 1;
+}
+
+/* AllToAll.run_general */
+static int direct_run_general(SysFast *f, PyObject *a) {
+    long long fp, sc, pr, middle, received;
+    if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0) return -1;
+    PyObject *ct = get(a, algo_off[A_COM_TYPE], "com_type");
+    if (!ct || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_d(a, D_MIDDLE, &middle) < 0) return -1;
+    if (ct == all_reduce && sc <= middle) {
+        /* the all-gather half waits for every reduce-scatter message (AllToAll::run) */
+        if (get_ll(a, A_RECEIVED, &received) < 0) return -1;
+        if (received < middle) return 0;
+        if (get_ll(a, A_PARALLEL, &pr) < 0) return -1;
+        for (long long k = 0; k < pr; k++) {
+            int r = direct_ready(f, a);
+            if (r < 0) return -1;
+            if (!r) break;
+        }
+    } else if (direct_ready(f, a) < 0) {
+        return -1;
+    }
+    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
+        return -1;
+    if (sc == 0 && fp == pr) {
+        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* which of this Sys's algorithms the loop runs in C: 1 Ring, 2 AllToAll, 0 neither */
 static int ours(SysFast *f, PyObject *a) {
-    return Py_IS_TYPE(a, ring_type) && SLOT(a, algo_off[A_SYS]) == f->sys;
+    int kind = Py_IS_TYPE(a, ring_type) ? 1 : (direct_type && Py_IS_TYPE(a, direct_type)) ? 2 : 0;
+    return kind && SLOT(a, algo_off[A_SYS]) == f->sys ? kind : 0; /* the slot is read only on those types */
 }
 
 /* Sys._bundle_arrived(stream, needs_processing, size) */
@@ -391,9 +582,10 @@ static PyObject *bundle_arrived(SysFast *f, PyObject *stream, PyObject *processe
         Py_RETURN_NONE;
     }
     PyObject *algo = current_algorithm(stream);
-    if (algo && ours(f, algo)) {
+    int kind = algo ? ours(f, algo) : 0;
+    if (kind) {
         Py_INCREF(algo);
-        int r = ring_run_general(f, algo);
+        int r = kind == 1 ? ring_run_general(f, algo) : direct_run_general(f, algo);
         Py_DECREF(algo);
         if (r < 0) return NULL;
         Py_RETURN_NONE;
@@ -457,10 +649,11 @@ static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
 
 /* the exchange's receive callback for a Ring: PacketAlgorithm.on_packet_received */
 static PyObject *SysFast_received(SysFast *f, PyObject *a) {
-    if (!ours(f, a)) return PyObject_CallMethodNoArgs(a, str_on_packet_received);
+    int kind = ours(f, a);
+    if (!kind) return PyObject_CallMethodNoArgs(a, str_on_packet_received);
     long long n;
     if (get_ll(a, A_RECEIVED, &n) < 0 || set_ll(a, A_RECEIVED, n + 1) < 0) return NULL;
-    if (ring_insert_packet(f, a) < 0) return NULL;
+    if ((kind == 1 ? ring_insert_packet(f, a) : direct_insert_packet(f, a)) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -605,22 +798,39 @@ static PyType_Spec SysFast_spec = {
     .slots = SysFast_slots,
 };
 
-/* configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER):
+/* configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER,
+ * AllToAll, RingTopology):
  * the classes whose slots this code reads, and where */
 static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
-    PyObject *ring, *stream, *phase, *dataset, *ar, *rs;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type, &phase,
-                          &PyType_Type, &dataset, &ar, &rs))
+    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type, &phase,
+                          &PyType_Type, &dataset, &ar, &rs, &PyType_Type, &direct, &PyType_Type, &topo))
         return NULL;
-    Py_ssize_t a[A_N], s[S_N], pa, dl;
-    for (int i = 0; i < A_N; i++)
-        if (slot_offset((PyTypeObject *)ring, algo_slots[i], &a[i]) < 0) return NULL;
+    Py_ssize_t a[A_N], s[S_N], pa, dl, d[D_N], t[T_N], check;
+    for (int i = 0; i < A_N; i++) {
+        if (slot_offset((PyTypeObject *)ring, algo_slots[i], &a[i]) < 0 ||
+            slot_offset((PyTypeObject *)direct, algo_slots[i], &check) < 0)
+            return NULL;
+        if (check != a[i]) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not where the Ring's is", ((PyTypeObject *)direct)->tp_name,
+                         algo_slots[i]);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < D_N; i++)
+        if (slot_offset((PyTypeObject *)direct, direct_slots[i], &d[i]) < 0) return NULL;
+    for (int i = 0; i < T_N; i++)
+        if (slot_offset((PyTypeObject *)topo, topo_slots[i], &t[i]) < 0) return NULL;
     for (int i = 0; i < S_N; i++)
         if (slot_offset((PyTypeObject *)stream, stream_slots[i], &s[i]) < 0) return NULL;
     if (slot_offset((PyTypeObject *)phase, "algorithm", &pa) < 0 ||
         slot_offset((PyTypeObject *)dataset, "label", &dl) < 0)
         return NULL;
     memcpy(algo_off, a, sizeof a);
+    memcpy(direct_off, d, sizeof d);
+    memcpy(topo_off, t, sizeof t);
+    Py_XSETREF(direct_type, (PyTypeObject *)Py_NewRef(direct));
+    Py_XSETREF(topo_type, (PyTypeObject *)Py_NewRef(topo));
     memcpy(stream_off, s, sizeof s);
     phase_algorithm_off = pa;
     dataset_label_off = dl;
@@ -635,7 +845,7 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER)"},
+     "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -648,7 +858,10 @@ static int exec_module(PyObject *m) {
             !(str_note_zero_delay = PyUnicode_InternFromString("note_zero_delay")) ||
             !(str_note_zero_message = PyUnicode_InternFromString("note_zero_message")) ||
             !(str_bundle_arrived_py = PyUnicode_InternFromString("_bundle_arrived")) ||
-            !(str_register_event = PyUnicode_InternFromString("register_event")))
+            !(str_register_event = PyUnicode_InternFromString("register_event")) ||
+            !(str_append = PyUnicode_InternFromString("append")) ||
+            !(str_popleft = PyUnicode_InternFromString("popleft")) ||
+            !(str_member_at = PyUnicode_InternFromString("member_at")))
             return -1;
     }
     if (!core_api) { /* the C queue's calendar, where it is built; else every call goes through Python */

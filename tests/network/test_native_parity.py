@@ -106,6 +106,18 @@ def test_topology_files_and_multi_dim_agree(tmp_path: Path) -> None:
         cfg.write_text(json.dumps({**json.loads(sysj.read_text()), **extra}))
         for backend in ("congestion-aware", "congestion-unaware"):
             cases.append([str(w), str(net), str(cfg), None, backend, False, False])
+    # direct (AllToAll, whose steps run in C too): all-reduce and all-to-all, every peer at once and
+    # a window of 2, on the 2-D network and on 8 NPUs of a topology file
+    for impl in ("direct", "direct2"):
+        cfg = tmp_path / f"{impl}.json"
+        conf = json.loads(sysj.read_text())
+        for c in ("all-reduce", "all-to-all", "all-gather", "reduce-scatter"):
+            conf[f"{c}-implementation"] = [impl, impl]
+        cfg.write_text(json.dumps(conf))
+        for coll in ("ALL_REDUCE", "ALL_TO_ALL"):
+            wd = write_collective_microbenchmark(tmp_path / f"{impl}-{coll}", 16, coll, 3 << 20, shared=True)
+            cases.append([str(wd), str(net), str(cfg), None, "congestion-aware", False, False])
+            cases.append([str(wd), str(net), str(cfg), None, "congestion-unaware", False, False])
     native, pure = _run(cases, pure=False), _run(cases, pure=True)
     assert sum("finish" not in r for r in native) == 2, native  # the "late" cases only
     assert native == pure

@@ -68,9 +68,15 @@ def test_configure_refuses_classes_without_the_slots() -> None:
     class NoSlots:
         pass
 
+    from system.collective.all_to_all import AllToAll
+    from system.collective.ring import Ring
+    from system.logical_topology import RingTopology
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
-    with pytest.raises((TypeError, AttributeError)):
-        SYS_CORE.configure(NoSlots, StreamBaseline, CollectivePhase, DataSet, 0, 7)
+    for classes in ((NoSlots, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology),
+                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, NoSlots, RingTopology),
+                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, NoSlots)):
+        with pytest.raises((TypeError, AttributeError)):
+            SYS_CORE.configure(*classes)
     # the module keeps its configuration: a Sys still takes the C path and runs
     assert isinstance(Sys(0, CongestionAwareBackend(NET), SystemConfig.default())._fast, SYS_CORE.SysFast)
