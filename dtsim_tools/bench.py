@@ -69,12 +69,12 @@ def _topology_case(generator: dict, npus: int, size: int = 1 << 20, collective: 
             "collective": collective, "size": size, "extra": []}
 
 
-def _irregular_case(npus: int, kind: str = "Switch", backend: str = "congestion-aware") -> dict:
+def _irregular_case(npus: int, kind: str = "Switch", backend: str = "congestion-aware", impl: str = "ring") -> dict:
     """Issue 26's irregular layout: tp groups of 4 (ring all-reduce), each rank sending to its
     neighbour in the next tp group and receiving from the previous one, dp-group all-gathers,
     6 iterations, compute that differs per rank (whole µs, which ASTRA-sim reads): no shortcut
     applies, every rank runs every message."""
-    return {"kind": "irregular", "dims": [(kind, npus)], "backend": backend}
+    return {"kind": "irregular", "dims": [(kind, npus)], "backend": backend, "impl": impl}
 
 
 def _write_irregular(d: Path, npus: int, tp: int = 4, iterations: int = 6) -> Path:
@@ -187,6 +187,10 @@ CASES: dict[str, dict] = {
     "irregular-ring128-aware": _irregular_case(128, "Ring"),
     "irregular-ring256-aware": _irregular_case(256, "Ring"),
     "irregular-fc256-aware": _irregular_case(256, "FullyConnected"),
+    # ... and with the system file's other implementations for every collective
+    "irregular-switch256-aware-direct": _irregular_case(256, impl="direct"),
+    "irregular-switch512-aware-direct": _irregular_case(512, impl="direct"),
+    "irregular-switch256-aware-hd": _irregular_case(256, impl="halvingDoubling"),
     # ns-3's start-up: the README example on the ns3 backend, whole process (no ASTRA-sim column);
     # the row says whether our C++ came precompiled (network/ns3/precompiled.py) or was JIT-compiled
     "ns3-readme8": {"kind": "ns3-readme", "dims": [("Ring", 8)], "backend": "ns3"},
