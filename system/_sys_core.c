@@ -18,6 +18,7 @@
 #include <structmember.h>
 #include <descrobject.h>
 #include <limits.h>
+#include <math.h>
 
 #include "_event_core.h" /* network/: the queue's capsule, DtsimCoreAPI */
 
@@ -46,6 +47,11 @@ enum { T_LOCAL, T_INDEX, T_NODES, T_LIST, T_BASE, T_OFFSET, T_N };
 static const char *topo_slots[T_N] = {"local", "index_in_ring", "nodes_in_ring", "_list", "_base", "_offset"};
 static PyTypeObject *direct_type, *topo_type;
 static Py_ssize_t direct_off[D_N], topo_off[T_N];
+/* HalvingDoubling (system/collective/halving_doubling.py), a PacketAlgorithm with these slots more */
+enum { H_OFFSET, H_MULTIPLIER, H_PENDING, H_TOPOLOGY, H_ID, H_N };
+static const char *hd_slots[H_N] = {"rank_offset", "offset_multiplier", "pending", "topology", "id"};
+static PyTypeObject *hd_type;
+static Py_ssize_t hd_off[H_N];
 static PyObject *str_append, *str_popleft, *str_member_at;
 static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
@@ -302,7 +308,8 @@ static int collective_send_recv(SysFast *f, PyObject *stream, PyObject *dst, PyO
         return -1;
     }
     PyObject *cb;
-    if (Py_IS_TYPE(algo, ring_type) || (direct_type && Py_IS_TYPE(algo, direct_type))) {
+    if (Py_IS_TYPE(algo, ring_type) || (direct_type && Py_IS_TYPE(algo, direct_type)) ||
+        (hd_type && Py_IS_TYPE(algo, hd_type))) {
         cb = Py_NewRef(f->received_cb);
     } else {
         cb = PyObject_GetAttr((PyObject *)Py_TYPE(algo), str_on_packet_received); /* type(algo).on_packet_received */
@@ -552,9 +559,160 @@ static int direct_run_general(SysFast *f, PyObject *a) {
     return 0;
 }
 
-/* which of this Sys's algorithms the loop runs in C: 1 Ring, 2 AllToAll, 0 neither */
+/* -- HalvingDoubling ------------------------------------------------------------------------------- */
+/* Its PacketAlgorithm slots sit where a Ring's do (configure checks); it has no ``packets``. */
+
+static int get_hd(PyObject *a, int i, long long *out) {
+    PyObject *v = get(a, hd_off[i], hd_slots[i]);
+    if (!v) return -1;
+    *out = PyLong_AsLongLong(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int set_hd(PyObject *a, int i, long long v) {
+    PyObject *o = PyLong_FromLongLong(v);
+    if (!o) return -1;
+    set_new(a, hd_off[i], o);
+    return 0;
+}
+
+#define EXACT(x) ((x) <= (1LL << 53) && (x) >= -(1LL << 53))
+
+/* HalvingDoubling._next_step and _find_partner; 1 done, 0 the values leave what a double holds
+ * exactly (the caller hands the step to Python), -1 error */
+static int hd_next_step(PyObject *a) {
+    long long offset, size, n;
+    PyObject *mult_o = get(a, hd_off[H_MULTIPLIER], "offset_multiplier");
+    if (!mult_o || get_ll(a, A_NODES, &n) < 0 || get_hd(a, H_OFFSET, &offset) < 0 || get_ll(a, A_MSG_SIZE, &size) < 0)
+        return -1;
+    double mult = PyFloat_AsDouble(mult_o);
+    if (mult == -1.0 && PyErr_Occurred()) return -1;
+    if (!PyFloat_CheckExact(mult_o) || !EXACT(offset) || !EXACT(size) || !(mult == 2.0 || mult == 0.5)) return 0;
+    offset = (long long)((double)offset * mult);
+    size = (long long)((double)size / mult);
+    PyObject *ct = get(a, algo_off[A_COM_TYPE], "com_type");
+    if (!ct) return -1;
+    if (offset == n && ct == all_reduce) {
+        mult = 0.5;
+        PyObject *half = PyFloat_FromDouble(0.5);
+        if (!half) return -1;
+        set_new(a, hd_off[H_MULTIPLIER], half);
+        offset = (long long)((double)offset * mult);
+        size = (long long)((double)size / mult);
+    }
+    if (set_hd(a, H_OFFSET, offset) < 0 || set_ll(a, A_MSG_SIZE, size) < 0) return -1;
+    /* _find_partner */
+    PyObject *partner;
+    if (offset == 0) {
+        partner = Py_XNewRef(get(a, hd_off[H_ID], "id"));
+    } else {
+        PyObject *topo = get(a, hd_off[H_TOPOLOGY], "topology");
+        long long index;
+        if (!topo || topo_ll(topo, T_INDEX, &index) < 0) return -1;
+        long long q = index / offset; /* both >= 0 here: Python's // */
+        if (index < 0 || offset < 0 || n <= 0) {
+            PyErr_SetString(PyExc_ValueError, "a halving-doubling step with a negative place");
+            return -1;
+        }
+        long long step = (q % 2 == 0) ? 1 : -1;
+        Py_INCREF(topo);
+        partner = member_at(topo, pymod(index + step * offset, n));
+        Py_DECREF(topo);
+    }
+    if (!partner) return -1;
+    set_new(a, algo_off[A_RECEIVER], Py_NewRef(partner));
+    set_new(a, algo_off[A_SENDER], partner);
+    return 1;
+}
+
+/* HalvingDoubling.insert_packet */
+static int hd_insert_packet(SysFast *f, PyObject *a) {
+    long long n, pr;
+    if (get_ll(a, A_NODES, &n) < 0 || get_ll(a, A_PARALLEL, &pr) < 0) return -1;
+    if (n <= 0) { /* log2 of no NPUs: Python's method and its error */
+        PyObject *res = PyObject_CallMethod(a, "insert_packet", NULL);
+        Py_XDECREF(res);
+        return res ? 0 : -1;
+    }
+    /* int(math.log2(nodes_in_ring) - 1 * parallel_reduce) */
+    int processed = take_packet(a, (long long)(log2((double)n) - (double)pr));
+    if (processed < 0) return -1;
+    PyObject *pending = get(a, hd_off[H_PENDING], "pending"), *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"),
+             *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!pending || !recv || !size) return -1;
+    PyObject *pair = PyTuple_Pack(2, recv, size);
+    if (!pair) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(pending, str_append, pair);
+    Py_DECREF(pair);
+    if (!r) return -1;
+    Py_DECREF(r);
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast");
+    if (!stream || !fast) return -1;
+    int isfast = PyObject_IsTrue(fast);
+    if (isfast < 0) return -1;
+    Py_INCREF(stream);
+    Py_INCREF(size);
+    int rc = mem_bus_transfer(f, stream, isfast, processed ? Py_True : Py_False, size);
+    Py_DECREF(stream);
+    Py_DECREF(size);
+    if (rc < 0) return -1;
+    int done = hd_next_step(a);
+    if (done < 0) return -1;
+    if (!done) { /* Python's floats for values a double does not hold exactly */
+        PyObject *res = PyObject_CallMethod(a, "_next_step", NULL);
+        if (!res) return -1;
+        Py_DECREF(res);
+    }
+    return 1;
+}
+/* HalvingDoubling.ready: 1 sent, 0 not */
+static int hd_ready(SysFast *f, PyObject *a) {
+    long long sc, fp;
+    PyObject *pending = get(a, hd_off[H_PENDING], "pending");
+    if (!pending) return -1;
+    Py_ssize_t waiting = PyObject_Length(pending);
+    if (waiting < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0) return -1;
+    if (waiting == 0 || sc == 0 || fp == 0) return 0;
+    PyObject *pair = PyObject_CallMethodNoArgs(pending, str_popleft);
+    if (!pair) return -1;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "a halving-doubling packet is not (partner, size)");
+        return -1;
+    }
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream");
+    if (!stream) {
+        Py_DECREF(pair);
+        return -1;
+    }
+    Py_INCREF(stream);
+    PyObject *partner = PyTuple_GET_ITEM(pair, 0);
+    int r = collective_send_recv(f, stream, partner, partner, PyTuple_GET_ITEM(pair, 1));
+    Py_DECREF(stream);
+    Py_DECREF(pair);
+    if (r < 0) return -1;
+    return message_sent(a) < 0 ? -1 : 1;
+}
+
+/* PacketAlgorithm.run_general with HalvingDoubling's ready */
+static int hd_run_general(SysFast *f, PyObject *a) {
+    long long fp, sc, pr;
+    if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0) return -1;
+    if (hd_ready(f, a) < 0) return -1;
+    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
+        return -1;
+    if (sc == 0 && fp == pr) {
+        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* which of this Sys's algorithms the loop runs in C: 1 Ring, 2 AllToAll, 3 HalvingDoubling, 0 none */
 static int ours(SysFast *f, PyObject *a) {
-    int kind = Py_IS_TYPE(a, ring_type) ? 1 : (direct_type && Py_IS_TYPE(a, direct_type)) ? 2 : 0;
+    int kind = Py_IS_TYPE(a, ring_type) ? 1 : (direct_type && Py_IS_TYPE(a, direct_type)) ? 2
+               : (hd_type && Py_IS_TYPE(a, hd_type)) ? 3 : 0;
     return kind && SLOT(a, algo_off[A_SYS]) == f->sys ? kind : 0; /* the slot is read only on those types */
 }
 
@@ -585,7 +743,8 @@ static PyObject *bundle_arrived(SysFast *f, PyObject *stream, PyObject *processe
     int kind = algo ? ours(f, algo) : 0;
     if (kind) {
         Py_INCREF(algo);
-        int r = kind == 1 ? ring_run_general(f, algo) : direct_run_general(f, algo);
+        int r = kind == 1 ? ring_run_general(f, algo) : kind == 2 ? direct_run_general(f, algo)
+                                                              : hd_run_general(f, algo);
         Py_DECREF(algo);
         if (r < 0) return NULL;
         Py_RETURN_NONE;
@@ -653,7 +812,8 @@ static PyObject *SysFast_received(SysFast *f, PyObject *a) {
     if (!kind) return PyObject_CallMethodNoArgs(a, str_on_packet_received);
     long long n;
     if (get_ll(a, A_RECEIVED, &n) < 0 || set_ll(a, A_RECEIVED, n + 1) < 0) return NULL;
-    if ((kind == 1 ? ring_insert_packet(f, a) : direct_insert_packet(f, a)) < 0) return NULL;
+    int r = kind == 1 ? ring_insert_packet(f, a) : kind == 2 ? direct_insert_packet(f, a) : hd_insert_packet(f, a);
+    if (r < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -799,14 +959,15 @@ static PyType_Spec SysFast_spec = {
 };
 
 /* configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER,
- * AllToAll, RingTopology):
+ * AllToAll, RingTopology, HalvingDoubling):
  * the classes whose slots this code reads, and where */
 static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
-    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type, &phase,
-                          &PyType_Type, &dataset, &ar, &rs, &PyType_Type, &direct, &PyType_Type, &topo))
+    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo, *hd;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type, &phase,
+                          &PyType_Type, &dataset, &ar, &rs, &PyType_Type, &direct, &PyType_Type, &topo, &PyType_Type,
+                          &hd))
         return NULL;
-    Py_ssize_t a[A_N], s[S_N], pa, dl, d[D_N], t[T_N], check;
+    Py_ssize_t a[A_N], s[S_N], pa, dl, d[D_N], t[T_N], h[H_N], check;
     for (int i = 0; i < A_N; i++) {
         if (slot_offset((PyTypeObject *)ring, algo_slots[i], &a[i]) < 0 ||
             slot_offset((PyTypeObject *)direct, algo_slots[i], &check) < 0)
@@ -817,6 +978,17 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
             return NULL;
         }
     }
+    for (int i = 0; i < A_N; i++) { /* HalvingDoubling: the PacketAlgorithm slots, where Ring has them */
+        if (i == A_PACKETS) continue;
+        if (slot_offset((PyTypeObject *)hd, algo_slots[i], &check) < 0) return NULL;
+        if (check != a[i]) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not where the Ring's is", ((PyTypeObject *)hd)->tp_name,
+                         algo_slots[i]);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < H_N; i++)
+        if (slot_offset((PyTypeObject *)hd, hd_slots[i], &h[i]) < 0) return NULL;
     for (int i = 0; i < D_N; i++)
         if (slot_offset((PyTypeObject *)direct, direct_slots[i], &d[i]) < 0) return NULL;
     for (int i = 0; i < T_N; i++)
@@ -828,6 +1000,8 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
         return NULL;
     memcpy(algo_off, a, sizeof a);
     memcpy(direct_off, d, sizeof d);
+    memcpy(hd_off, h, sizeof h);
+    Py_XSETREF(hd_type, (PyTypeObject *)Py_NewRef(hd));
     memcpy(topo_off, t, sizeof t);
     Py_XSETREF(direct_type, (PyTypeObject *)Py_NewRef(direct));
     Py_XSETREF(topo_type, (PyTypeObject *)Py_NewRef(topo));
@@ -845,7 +1019,8 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology)"},
+     "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology, "
+     "HalvingDoubling)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,12 +17,13 @@ def _load() -> ModuleType | None:
         return None
     from system.collective.algorithm import ComType
     from system.collective.all_to_all import AllToAll
+    from system.collective.halving_doubling import HalvingDoubling
     from system.collective.ring import Ring
     from system.logical_topology import RingTopology
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
     mod.configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER,
-                  AllToAll, RingTopology)
+                  AllToAll, RingTopology, HalvingDoubling)
     return mod
 
 

@@ -107,17 +107,36 @@ def test_topology_files_and_multi_dim_agree(tmp_path: Path) -> None:
         for backend in ("congestion-aware", "congestion-unaware"):
             cases.append([str(w), str(net), str(cfg), None, backend, False, False])
     # direct (AllToAll, whose steps run in C too): all-reduce and all-to-all, every peer at once and
-    # a window of 2, on the 2-D network and on 8 NPUs of a topology file
-    for impl in ("direct", "direct2"):
+    # a window of 2, on the 2-D network
+    # and halving-doubling (its steps too): all-reduce, reduce-scatter and all-gather
+    for impl, colls in (("direct", ("ALL_REDUCE", "ALL_TO_ALL")), ("direct2", ("ALL_REDUCE", "ALL_TO_ALL")),
+                        ("halvingDoubling", ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER"))):
         cfg = tmp_path / f"{impl}.json"
         conf = json.loads(sysj.read_text())
         for c in ("all-reduce", "all-to-all", "all-gather", "reduce-scatter"):
             conf[f"{c}-implementation"] = [impl, impl]
         cfg.write_text(json.dumps(conf))
-        for coll in ("ALL_REDUCE", "ALL_TO_ALL"):
+        for coll in colls:
             wd = write_collective_microbenchmark(tmp_path / f"{impl}-{coll}", 16, coll, 3 << 20, shared=True)
             cases.append([str(wd), str(net), str(cfg), None, "congestion-aware", False, False])
             cases.append([str(wd), str(net), str(cfg), None, "congestion-unaware", False, False])
+    # the bench's irregular layout (groups, neighbour sends, compute that differs per rank, so that
+    # who pairs with whom shows in the cycles) with each implementation
+    from dtsim_tools.bench import _write_irregular
+
+    for impl in ("ring", "direct", "halvingDoubling"):
+        d = tmp_path / f"irregular-{impl}"
+        d.mkdir()
+        prefix = _write_irregular(d, 32, tp=4, iterations=2)
+        cfg = tmp_path / f"irregular-{impl}.json"
+        conf = json.loads(sysj.read_text())
+        for c in ("all-reduce", "all-gather", "reduce-scatter"):
+            conf[f"{c}-implementation"] = [impl]
+        cfg.write_text(json.dumps(conf))
+        sw = tmp_path / "switch32.yml"
+        sw.write_text("topology: [Switch]\nnpus_count: [32]\nbandwidth: [50]\nlatency: [500]\n")
+        for backend in ("congestion-aware", "congestion-unaware"):
+            cases.append([str(prefix), str(sw), str(cfg), str(d / "groups.json"), backend, False, False])
     native, pure = _run(cases, pure=False), _run(cases, pure=True)
     assert sum("finish" not in r for r in native) == 2, native  # the "late" cases only
     assert native == pure

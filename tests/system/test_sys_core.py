@@ -69,13 +69,15 @@ def test_configure_refuses_classes_without_the_slots() -> None:
         pass
 
     from system.collective.all_to_all import AllToAll
+    from system.collective.halving_doubling import HalvingDoubling
     from system.collective.ring import Ring
     from system.logical_topology import RingTopology
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
-    for classes in ((NoSlots, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology),
-                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, NoSlots, RingTopology),
-                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, NoSlots)):
+    for classes in ((NoSlots, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, HalvingDoubling),
+                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, NoSlots, RingTopology, HalvingDoubling),
+                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, NoSlots, HalvingDoubling),
+                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, NoSlots)):
         with pytest.raises((TypeError, AttributeError)):
             SYS_CORE.configure(*classes)
     # the module keeps its configuration: a Sys still takes the C path and runs
