@@ -1,6 +1,7 @@
-/* The system layer's per-message path in C, for the Ring algorithm (system/sys.py, system/collective/
- * ring.py and packet_algorithm.py are the reference, and run wherever this is not compiled or does
- * not apply; tests hold the two to every cycle, event and byte).
+/* The system layer's per-message path in C, for the Ring, AllToAll (direct) and HalvingDoubling
+ * algorithms (system/sys.py and system/collective/{ring,all_to_all,halving_doubling,packet_algorithm}.py
+ * are the reference, and run wherever this is not compiled or does not apply; tests hold the two to
+ * every cycle, event and byte).
  *
  * A ring message is one trip round this loop, in Python some twelve calls:
  *   insert_packet -> mem_bus_transfer -> (the tick's batch) -> _bundle_arrived -> run_general
@@ -9,7 +10,7 @@
  * data set keep their state in their Python __slots__, which this code reads and writes at the
  * slots' offsets (taken from the classes' member descriptors, for exactly those classes), so the
  * Python code that runs around the loop (a phase's start and end, the batched ring phases, the
- * report) sees what it always saw. Anything else (another algorithm, a subclass) calls the Python
+ * report) sees what it always saw. Anything else (a tree, a custom algorithm, a subclass) calls the Python
  * methods. Events still go through the Sys's per-tick batches and the backend's schedule, in the
  * order the Python code puts them there.
  */
@@ -941,7 +942,7 @@ static PyGetSetDef SysFast_getset[] = {
 
 static PyType_Slot SysFast_slots[] = {
     {Py_tp_getset, SysFast_getset},
-    {Py_tp_doc, "One Sys's per-message ring path in C (system/sys.py: Sys, system/collective/ring.py: Ring)."},
+    {Py_tp_doc, "One Sys's per-message path in C (system/sys.py: Sys; Ring, AllToAll and HalvingDoubling)."},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, SysFast_init},
     {Py_tp_dealloc, SysFast_dealloc},
@@ -1062,7 +1063,7 @@ static PyModuleDef_Slot module_slots[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_sys_core", "The system layer's per-message ring path in C (system/sys.py).", 0,
+    PyModuleDef_HEAD_INIT, "_sys_core", "The system layer's per-message path in C (system/sys.py).", 0,
     module_methods, module_slots, NULL, NULL, NULL,
 };
 

@@ -89,8 +89,9 @@ class Sys(RendezvousMixin, CollectiveGeneration):
             self._net_recv = self._rendezvous_recv  # type: ignore[method-assign]
             self.collective_send_recv = self._collective_send_recv_via_net  # type: ignore[method-assign]
         elif SYS_CORE is not None and _clock_is_queue(backend) and type(self.communication_delay) is int:
-            # a ring message's trip (memory bus, batch, step, exchange, receipt) in C: the same
-            # steps on the same objects (system/_sys_core.c); other algorithms call these methods
+            # a ring, direct or halving-doubling message's trip (memory bus, batch, step, exchange,
+            # receipt) in C: the same steps on the same objects (system/_sys_core.c); the trees and
+            # custom algorithms call these methods
             self._fast = SYS_CORE.SysFast(self, backend.queue, self._batches, self._schedule, self._exchange,
                                           self.id, self.communication_delay, self.local_mem_bw)
             self.mem_bus_transfer = self._fast.mem_bus_transfer  # type: ignore[method-assign]
