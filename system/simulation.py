@@ -248,6 +248,8 @@ def run_simulation(
             "shortcuts_declined": declined,
             "astra_sim_differs": differs,
             "per_orbit_files": declared is not None,
+            # whether the system layer's per-message steps ran in C (system/_sys_core.c) or Python
+            "system_core": "c" if any(hasattr(s, "_fast") for s in systems) else "python",
         },
         orbits=sym if isinstance(sym, Orbits) else None,
     )

@@ -39,7 +39,9 @@ for case in json.loads(sys.stdin.read()):
     pure = bool(os.environ.get("DTSIM_PURE_PYTHON"))
     stats["core_ok"] = r.network_stats["core"] == ("python" if pure else "c")
     from system.sys_core import SYS_CORE
-    stats["sys_core_ok"] = (SYS_CORE is None) == pure
+    # every rank on a plain analytical backend takes the C path; pure Python never does
+    expected = "python" if pure else "c" if not symmetry else r.inputs["system_core"]
+    stats["sys_core_ok"] = (SYS_CORE is None) == pure and r.inputs["system_core"] == expected
     out.append({"finish": list(r.finish_ns), "events": r.events, "stats": json.loads(json.dumps(stats, default=str))})
 print(json.dumps(out))
 """
