@@ -15,6 +15,9 @@ Message semantics (ASTRA-sim's analytical frontend, docs/astra-sim-semantics.md 
 * ``exchange(me, dst, src, size, tag, label, cb, arg)``: one collective step, the same as
   ``send(me, dst, size, tag, <nothing>)`` then ``recv(me, src, size, tag, cb, arg)`` (one call
   on the hot path instead of two).
+* ``clock_queue`` (optional attribute): where the backend's time is an object's ``now``
+  attribute (the analytical backends' event queue), that object, else None or absent; the system
+  layer's C path (system/_sys_core.c) reads the clock there instead of calling ``now()``.
 """
 from __future__ import annotations
 

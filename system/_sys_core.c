@@ -79,8 +79,8 @@ static PyObject *get(PyObject *obj, Py_ssize_t off, const char *name) {
     return v;
 }
 
-static int get_ll(PyObject *obj, int i, long long *out) {
-    PyObject *v = get(obj, algo_off[i], algo_slots[i]);
+static int read_ll(PyObject *obj, Py_ssize_t off, const char *name, long long *out) {
+    PyObject *v = get(obj, off, name);
     if (!v) return -1;
     *out = PyLong_AsLongLong(v);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
@@ -90,12 +90,16 @@ static void set_new(PyObject *obj, Py_ssize_t off, PyObject *v) { /* steals v */
     Py_XSETREF(SLOT(obj, off), v);
 }
 
-static int set_ll(PyObject *obj, int i, long long v) {
+static int write_ll(PyObject *obj, Py_ssize_t off, long long v) {
     PyObject *o = PyLong_FromLongLong(v);
     if (!o) return -1;
-    set_new(obj, algo_off[i], o);
+    set_new(obj, off, o);
     return 0;
 }
+
+/* the algorithm slots by their A_ index */
+#define get_ll(obj, i, out) read_ll((obj), algo_off[i], algo_slots[i], (out))
+#define set_ll(obj, i, v) write_ll((obj), algo_off[i], (v))
 
 /* -- SysFast: one Sys's half of the loop ---------------------------------------------------------- */
 
@@ -232,15 +236,10 @@ static int take_packet(PyObject *a, long long non_zero_per_group) {
     return tog ? PyObject_IsTrue(tog) : -1;
 }
 
-/* Ring.insert_packet */
-static int ring_insert_packet(SysFast *f, PyObject *a) {
-    long long nodes, pr, packets;
-    if (get_ll(a, A_NODES, &nodes) < 0 || get_ll(a, A_PARALLEL, &pr) < 0) return -1;
-    int processed = take_packet(a, (nodes - 1) * pr);
-    if (processed < 0 || get_ll(a, A_PACKETS, &packets) < 0 || set_ll(a, A_PACKETS, packets + 1) < 0) return -1;
-    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast"),
-             *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
-    if (!stream || !fast || !size) return -1;
+/* self.sys.mem_bus_transfer(self.stream, self.fast, processed, size): every insert_packet's end */
+static int to_mem_bus(SysFast *f, PyObject *a, int processed, PyObject *size) {
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast");
+    if (!stream || !fast) return -1;
     int isfast = PyObject_IsTrue(fast);
     if (isfast < 0) return -1;
     Py_INCREF(stream);
@@ -249,6 +248,29 @@ static int ring_insert_packet(SysFast *f, PyObject *a) {
     Py_DECREF(stream);
     Py_DECREF(size);
     return r;
+}
+
+/* PacketAlgorithm.iteratable: the phase ends when every message is out and every slot back */
+static int iteratable(PyObject *a) {
+    long long sc, fp, pr;
+    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
+        return -1;
+    if (sc == 0 && fp == pr) {
+        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* Ring.insert_packet */
+static int ring_insert_packet(SysFast *f, PyObject *a) {
+    long long nodes, pr, packets;
+    if (get_ll(a, A_NODES, &nodes) < 0 || get_ll(a, A_PARALLEL, &pr) < 0) return -1;
+    int processed = take_packet(a, (nodes - 1) * pr);
+    if (processed < 0 || get_ll(a, A_PACKETS, &packets) < 0 || set_ll(a, A_PACKETS, packets + 1) < 0) return -1;
+    PyObject *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    return size ? to_mem_bus(f, a, processed, size) : -1;
 }
 
 /* stream.my_current_phase.algorithm, borrowed; NULL with an error, or NULL without one when the
@@ -344,6 +366,16 @@ static int message_sent(PyObject *a) {
     return 0;
 }
 
+/* collective_send_recv(self.stream, dst, src, size), then _message_sent: a ready() that sends */
+static int send_step(SysFast *f, PyObject *a, PyObject *dst, PyObject *src, PyObject *size) {
+    PyObject *stream = get(a, algo_off[A_STREAM], "stream");
+    if (!stream) return -1;
+    Py_INCREF(stream);
+    int r = collective_send_recv(f, stream, dst, src, size);
+    Py_DECREF(stream);
+    return r < 0 || message_sent(a) < 0 ? -1 : 1;
+}
+
 /* Ring.ready */
 static int ring_ready(SysFast *f, PyObject *a) {
     long long packets, sc, fp;
@@ -351,32 +383,22 @@ static int ring_ready(SysFast *f, PyObject *a) {
         get_ll(a, A_FREE_PACKETS, &fp) < 0)
         return -1;
     if (packets == 0 || sc == 0 || fp == 0) return 0;
-    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"),
-             *send = get(a, algo_off[A_SENDER], "curr_sender"), *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
-    if (!stream || !recv || !send || !size) return -1;
-    PyObject *keep[] = {stream, recv, send, size};
-    for (int i = 0; i < 4; i++) Py_INCREF(keep[i]);
-    int r = collective_send_recv(f, stream, recv, send, size);
-    for (int i = 0; i < 4; i++) Py_DECREF(keep[i]);
-    if (r < 0) return -1;
-    if (get_ll(a, A_PACKETS, &packets) < 0 || set_ll(a, A_PACKETS, packets - 1) < 0) return -1;
-    return message_sent(a) < 0 ? -1 : 1;
+    PyObject *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"), *send = get(a, algo_off[A_SENDER], "curr_sender"),
+             *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!recv || !send || !size) return -1;
+    PyObject *keep[] = {recv, send, size};
+    for (int i = 0; i < 3; i++) Py_INCREF(keep[i]);
+    int r = send_step(f, a, recv, send, size); /* _message_sent leaves packets alone: -1 after it is the same */
+    for (int i = 0; i < 3; i++) Py_DECREF(keep[i]);
+    if (r < 0 || get_ll(a, A_PACKETS, &packets) < 0 || set_ll(a, A_PACKETS, packets - 1) < 0) return -1;
+    return 1;
 }
 
-/* PacketAlgorithm.run_general with Ring's ready */
-static int ring_run_general(SysFast *f, PyObject *a) {
-    long long fp, sc, pr;
-    if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0) return -1;
-    if (ring_ready(f, a) < 0) return -1;
-    /* iteratable */
-    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
-        return -1;
-    if (sc == 0 && fp == pr) {
-        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
-        if (!r) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
+/* PacketAlgorithm.run_general, with the algorithm's ready */
+static int packet_run_general(SysFast *f, PyObject *a, int (*ready)(SysFast *, PyObject *)) {
+    long long fp;
+    if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0 || ready(f, a) < 0) return -1;
+    return iteratable(a);
 }
 
 /* -- AllToAll (direct) ----------------------------------------------------------------------------- */
@@ -386,19 +408,8 @@ static long long pymod(long long a, long long n) { /* Python's a % n for n > 0 *
     return m < 0 ? m + n : m;
 }
 
-static int get_d(PyObject *a, int i, long long *out) {
-    PyObject *v = get(a, direct_off[i], direct_slots[i]);
-    if (!v) return -1;
-    *out = PyLong_AsLongLong(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static int set_d(PyObject *a, int i, long long v) {
-    PyObject *o = PyLong_FromLongLong(v);
-    if (!o) return -1;
-    set_new(a, direct_off[i], o);
-    return 0;
-}
+#define get_d(obj, i, out) read_ll((obj), direct_off[i], direct_slots[i], (out))
+#define set_d(obj, i, v) write_ll((obj), direct_off[i], (v))
 
 /* topology.member_at(i) for 0 <= i < nodes_in_ring, a new reference */
 static PyObject *member_at(PyObject *topo, long long i) {
@@ -438,6 +449,36 @@ static int topo_ll(PyObject *topo, int i, long long *out) {
     *out = PyLong_AsLongLong(v);
     Py_DECREF(v);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* pending.append((x, y)) */
+static int push_pending(PyObject *pending, PyObject *x, PyObject *y) {
+    PyObject *pair = PyTuple_Pack(2, x, y);
+    if (!pair) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(pending, str_append, pair);
+    Py_DECREF(pair);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* the head of ``pending`` (at slot offset ``off``) when a message may go: packets waiting, messages
+ * left and a free slot (the ready() test of AllToAll and HalvingDoubling); 1 with *pair a new
+ * reference, 0 not ready, -1 error */
+static int pop_pending(PyObject *a, Py_ssize_t off, PyObject **pair) {
+    long long sc, fp;
+    PyObject *pending = get(a, off, "pending");
+    if (!pending) return -1;
+    Py_ssize_t waiting = PyObject_Length(pending);
+    if (waiting < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0) return -1;
+    if (waiting == 0 || sc == 0 || fp == 0) return 0;
+    *pair = PyObject_CallMethodNoArgs(pending, str_popleft);
+    if (!*pair) return -1;
+    if (!PyTuple_Check(*pair) || PyTuple_GET_SIZE(*pair) != 2) {
+        Py_CLEAR(*pair);
+        PyErr_SetString(PyExc_TypeError, "a pending packet is not a pair");
+        return -1;
+    }
+    return 1;
 }
 
 /* AllToAll._next_peers */
@@ -480,55 +521,21 @@ static int direct_insert_packet(SysFast *f, PyObject *a) {
     int processed = take_packet(a, pr * (local ? nodes - 1 : 1));
     if (processed < 0) return -1;
     PyObject *pending = get(a, direct_off[D_PENDING], "pending"), *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"),
-             *send = get(a, algo_off[A_SENDER], "curr_sender");
-    if (!pending || !recv || !send) return -1;
-    PyObject *pair = PyTuple_Pack(2, recv, send);
-    if (!pair) return -1;
-    PyObject *r = PyObject_CallMethodOneArg(pending, str_append, pair);
-    Py_DECREF(pair);
-    if (!r) return -1;
-    Py_DECREF(r);
-    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast"),
-             *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
-    if (!stream || !fast || !size) return -1;
-    int isfast = PyObject_IsTrue(fast);
-    if (isfast < 0) return -1;
-    Py_INCREF(stream);
-    Py_INCREF(size);
-    int rc = mem_bus_transfer(f, stream, isfast, processed ? Py_True : Py_False, size);
-    Py_DECREF(stream);
-    Py_DECREF(size);
-    return rc < 0 ? -1 : direct_next_peers(a);
+             *send = get(a, algo_off[A_SENDER], "curr_sender"), *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
+    if (!pending || !recv || !send || !size || push_pending(pending, recv, send) < 0) return -1;
+    return to_mem_bus(f, a, processed, size) < 0 ? -1 : direct_next_peers(a);
 }
 
 /* AllToAll.ready: 1 sent, 0 not */
 static int direct_ready(SysFast *f, PyObject *a) {
-    long long sc, fp;
-    PyObject *pending = get(a, direct_off[D_PENDING], "pending");
-    if (!pending) return -1;
-    Py_ssize_t waiting = PyObject_Length(pending);
-    if (waiting < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0) return -1;
-    if (waiting == 0 || sc == 0 || fp == 0) return 0;
-    PyObject *pair = PyObject_CallMethodNoArgs(pending, str_popleft);
-    if (!pair) return -1;
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-        Py_DECREF(pair);
-        PyErr_SetString(PyExc_TypeError, "a direct packet is not (destination, source)");
-        return -1;
-    }
-    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
-    if (!stream || !size) {
-        Py_DECREF(pair);
-        return -1;
-    }
-    Py_INCREF(stream);
-    Py_INCREF(size);
-    int r = collective_send_recv(f, stream, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), size);
-    Py_DECREF(stream);
-    Py_DECREF(size);
+    PyObject *pair; /* (destination, source) */
+    int r = pop_pending(a, direct_off[D_PENDING], &pair);
+    if (r <= 0) return r;
+    PyObject *size = Py_XNewRef(get(a, algo_off[A_MSG_SIZE], "msg_size"));
+    r = size ? send_step(f, a, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), size) : -1;
+    Py_XDECREF(size);
     Py_DECREF(pair);
-    if (r < 0) return -1;
-    return message_sent(a) < 0 ? -1 : 1;
+    return r;
 }
 
 /* AllToAll.run_general */
@@ -550,32 +557,14 @@ static int direct_run_general(SysFast *f, PyObject *a) {
     } else if (direct_ready(f, a) < 0) {
         return -1;
     }
-    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
-        return -1;
-    if (sc == 0 && fp == pr) {
-        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
-        if (!r) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
+    return iteratable(a);
 }
 
 /* -- HalvingDoubling ------------------------------------------------------------------------------- */
 /* Its PacketAlgorithm slots sit where a Ring's do (configure checks); it has no ``packets``. */
 
-static int get_hd(PyObject *a, int i, long long *out) {
-    PyObject *v = get(a, hd_off[i], hd_slots[i]);
-    if (!v) return -1;
-    *out = PyLong_AsLongLong(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static int set_hd(PyObject *a, int i, long long v) {
-    PyObject *o = PyLong_FromLongLong(v);
-    if (!o) return -1;
-    set_new(a, hd_off[i], o);
-    return 0;
-}
+#define get_hd(obj, i, out) read_ll((obj), hd_off[i], hd_slots[i], (out))
+#define set_hd(obj, i, v) write_ll((obj), hd_off[i], (v))
 
 #define EXACT(x) ((x) <= (1LL << 53) && (x) >= -(1LL << 53))
 
@@ -640,23 +629,8 @@ static int hd_insert_packet(SysFast *f, PyObject *a) {
     if (processed < 0) return -1;
     PyObject *pending = get(a, hd_off[H_PENDING], "pending"), *recv = get(a, algo_off[A_RECEIVER], "curr_receiver"),
              *size = get(a, algo_off[A_MSG_SIZE], "msg_size");
-    if (!pending || !recv || !size) return -1;
-    PyObject *pair = PyTuple_Pack(2, recv, size);
-    if (!pair) return -1;
-    PyObject *r = PyObject_CallMethodOneArg(pending, str_append, pair);
-    Py_DECREF(pair);
-    if (!r) return -1;
-    Py_DECREF(r);
-    PyObject *stream = get(a, algo_off[A_STREAM], "stream"), *fast = get(a, algo_off[A_FAST], "fast");
-    if (!stream || !fast) return -1;
-    int isfast = PyObject_IsTrue(fast);
-    if (isfast < 0) return -1;
-    Py_INCREF(stream);
-    Py_INCREF(size);
-    int rc = mem_bus_transfer(f, stream, isfast, processed ? Py_True : Py_False, size);
-    Py_DECREF(stream);
-    Py_DECREF(size);
-    if (rc < 0) return -1;
+    if (!pending || !recv || !size || push_pending(pending, recv, size) < 0 || to_mem_bus(f, a, processed, size) < 0)
+        return -1;
     int done = hd_next_step(a);
     if (done < 0) return -1;
     if (!done) { /* Python's floats for values a double does not hold exactly */
@@ -668,46 +642,13 @@ static int hd_insert_packet(SysFast *f, PyObject *a) {
 }
 /* HalvingDoubling.ready: 1 sent, 0 not */
 static int hd_ready(SysFast *f, PyObject *a) {
-    long long sc, fp;
-    PyObject *pending = get(a, hd_off[H_PENDING], "pending");
-    if (!pending) return -1;
-    Py_ssize_t waiting = PyObject_Length(pending);
-    if (waiting < 0 || get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0) return -1;
-    if (waiting == 0 || sc == 0 || fp == 0) return 0;
-    PyObject *pair = PyObject_CallMethodNoArgs(pending, str_popleft);
-    if (!pair) return -1;
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-        Py_DECREF(pair);
-        PyErr_SetString(PyExc_TypeError, "a halving-doubling packet is not (partner, size)");
-        return -1;
-    }
-    PyObject *stream = get(a, algo_off[A_STREAM], "stream");
-    if (!stream) {
-        Py_DECREF(pair);
-        return -1;
-    }
-    Py_INCREF(stream);
+    PyObject *pair; /* (partner, size) */
+    int r = pop_pending(a, hd_off[H_PENDING], &pair);
+    if (r <= 0) return r;
     PyObject *partner = PyTuple_GET_ITEM(pair, 0);
-    int r = collective_send_recv(f, stream, partner, partner, PyTuple_GET_ITEM(pair, 1));
-    Py_DECREF(stream);
+    r = send_step(f, a, partner, partner, PyTuple_GET_ITEM(pair, 1));
     Py_DECREF(pair);
-    if (r < 0) return -1;
-    return message_sent(a) < 0 ? -1 : 1;
-}
-
-/* PacketAlgorithm.run_general with HalvingDoubling's ready */
-static int hd_run_general(SysFast *f, PyObject *a) {
-    long long fp, sc, pr;
-    if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0) return -1;
-    if (hd_ready(f, a) < 0) return -1;
-    if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
-        return -1;
-    if (sc == 0 && fp == pr) {
-        PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
-        if (!r) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
+    return r;
 }
 
 /* which of this Sys's algorithms the loop runs in C: 1 Ring, 2 AllToAll, 3 HalvingDoubling, 0 none */
@@ -744,8 +685,8 @@ static PyObject *bundle_arrived(SysFast *f, PyObject *stream, PyObject *processe
     int kind = algo ? ours(f, algo) : 0;
     if (kind) {
         Py_INCREF(algo);
-        int r = kind == 1 ? ring_run_general(f, algo) : kind == 2 ? direct_run_general(f, algo)
-                                                              : hd_run_general(f, algo);
+        int r = kind == 1 ? packet_run_general(f, algo, ring_ready) : kind == 2 ? direct_run_general(f, algo)
+                                                                            : packet_run_general(f, algo, hd_ready);
         Py_DECREF(algo);
         if (r < 0) return NULL;
         Py_RETURN_NONE;
@@ -807,14 +748,39 @@ static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
     Py_RETURN_NONE;
 }
 
-/* the exchange's receive callback for a Ring: PacketAlgorithm.on_packet_received */
+/* algorithm.insert_packet() for one of ours() kinds */
+static int insert_packet(SysFast *f, PyObject *a, int kind) {
+    return kind == 1 ? ring_insert_packet(f, a) : kind == 2 ? direct_insert_packet(f, a) : hd_insert_packet(f, a);
+}
+
+/* the exchange's receive callback: PacketAlgorithm.on_packet_received */
 static PyObject *SysFast_received(SysFast *f, PyObject *a) {
     int kind = ours(f, a);
     if (!kind) return PyObject_CallMethodNoArgs(a, str_on_packet_received);
     long long n;
-    if (get_ll(a, A_RECEIVED, &n) < 0 || set_ll(a, A_RECEIVED, n + 1) < 0) return NULL;
-    int r = kind == 1 ? ring_insert_packet(f, a) : kind == 2 ? direct_insert_packet(f, a) : hd_insert_packet(f, a);
-    if (r < 0) return NULL;
+    if (get_ll(a, A_RECEIVED, &n) < 0 || set_ll(a, A_RECEIVED, n + 1) < 0 || insert_packet(f, a, kind) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* insert_packets(algorithm, count): PacketAlgorithm.run_stream_init's count insertions */
+static PyObject *SysFast_insert_packets(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "insert_packets(algorithm, count)");
+        return NULL;
+    }
+    long long count = PyLong_AsLongLong(args[1]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    int kind = ours(f, args[0]);
+    for (long long i = 0; i < count; i++) {
+        if (kind) {
+            if (insert_packet(f, args[0], kind) < 0) return NULL;
+        } else {
+            PyObject *r = PyObject_CallMethod(args[0], "insert_packet", NULL);
+            if (!r) return NULL;
+            Py_DECREF(r);
+        }
+    }
     Py_RETURN_NONE;
 }
 
@@ -846,6 +812,8 @@ static PyMethodDef SysFast_methods[] = {
     {"bundle_arrived", (PyCFunction)(void (*)(void))SysFast_bundle_arrived, METH_FASTCALL,
      "Sys._bundle_arrived(stream, needs_processing, size)"},
     {"received", (PyCFunction)SysFast_received, METH_O, "algorithm.on_packet_received(), for the exchange"},
+    {"insert_packets", (PyCFunction)(void (*)(void))SysFast_insert_packets, METH_FASTCALL,
+     "insert_packets(algorithm, count): count x algorithm.insert_packet() (a stream's start)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,13 +33,6 @@ def _noop(*_: object) -> None:
     pass
 
 
-def _clock_is_queue(backend: NetworkBackend) -> bool:
-    """The backend's time is its queue's ``now`` (the analytical backends), which the C path reads."""
-    from network.analytical.base import AnalyticalBackend
-
-    return getattr(type(backend), "now", None) is AnalyticalBackend.now and hasattr(backend, "queue")
-
-
 class Sys(RendezvousMixin, CollectiveGeneration):
     """One NPU's system layer. Time is integer ns (cycles at 1 GHz)."""
 
@@ -88,11 +81,12 @@ class Sys(RendezvousMixin, CollectiveGeneration):
             self._net_send = self._rendezvous_send  # type: ignore[method-assign]
             self._net_recv = self._rendezvous_recv  # type: ignore[method-assign]
             self.collective_send_recv = self._collective_send_recv_via_net  # type: ignore[method-assign]
-        elif SYS_CORE is not None and _clock_is_queue(backend) and type(self.communication_delay) is int:
+        elif SYS_CORE is not None and getattr(backend, "clock_queue", None) is not None \
+                and type(self.communication_delay) is int:
             # a ring, direct or halving-doubling message's trip (memory bus, batch, step, exchange,
             # receipt) in C: the same steps on the same objects (system/_sys_core.c); the trees and
             # custom algorithms call these methods
-            self._fast = SYS_CORE.SysFast(self, backend.queue, self._batches, self._schedule, self._exchange,
+            self._fast = SYS_CORE.SysFast(self, backend.clock_queue, self._batches, self._schedule, self._exchange,
                                           self.id, self.communication_delay, self.local_mem_bw)
             self.mem_bus_transfer = self._fast.mem_bus_transfer  # type: ignore[method-assign]
             self.collective_send_recv = self._fast.collective_send_recv  # type: ignore[method-assign]

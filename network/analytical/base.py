@@ -160,6 +160,12 @@ class AnalyticalBackend(_Pairing):
     def now(self) -> int:
         return self.queue.now
 
+    @property
+    def clock_queue(self) -> object | None:
+        """network/api.py: the queue whose ``now`` is this backend's time; None for a subclass
+        that keeps its time elsewhere (ns-3's simulator)."""
+        return self.queue if type(self).now is AnalyticalBackend.now else None
+
     def run(self) -> None:
         self.queue.run()
 

@@ -37,6 +37,10 @@ class PacketAlgorithm(Algorithm):
 
     # -- events ---------------------------------------------------------------------------
     def run_stream_init(self) -> None:
+        fast = getattr(self.sys, "_fast", None)
+        if fast is not None:  # the same insertions in C (system/_sys_core.c): direct starts N-1 at once
+            fast.insert_packets(self, self.parallel_reduce)
+            return
         for _ in range(self.parallel_reduce):
             self.insert_packet()
 
