@@ -1,6 +1,7 @@
 """The one thing pyproject.toml cannot say: network/_event_core.c, the event queue in C,
 network/_aware_links.c, the congestion-aware links, network/_pairing.c, the send/receive pairing,
-and system/_sys_core.c, the system layer's per-message ring path.
+system/_sys_core.c, the system layer's per-message ring path, and chakra_proto/_wire_core.c, the ET
+node decoder.
 
 It is optional: without a C compiler pip install still succeeds and the simulator runs the
 Python queue (network/event_queue.py), with the same results, slower."""
@@ -26,5 +27,10 @@ setup(ext_modules=[
         optional=True,
         define_macros=[("DTSIM_SOURCE_CHECKSUM",
                         f'"{native_build.source_checksum(HERE / "system", native_build.SYSTEM_SOURCES)}"')],
+    ),
+    Extension(
+        "chakra_proto._wire_core", ["chakra_proto/_wire_core.c"], optional=True,
+        define_macros=[("DTSIM_SOURCE_CHECKSUM",
+                        f'"{native_build.source_checksum(HERE / "chakra_proto", native_build.WIRE_SOURCES)}"')],
     ),
 ])

@@ -8,10 +8,15 @@ unknown field, a wrong wire type, a message field or a oneof set twice (protobuf
 integer protobuf would truncate, a bad UTF-8 string, a truncated message. The caller then decodes
 with protobuf itself, which also words the errors. tests/chakra_proto/test_wire.py compares the
 two on generated and mutated messages.
+
+Where pip install compiled chakra_proto/_wire_core.c, ``decode`` runs it (about 15x faster, the
+same objects, the same declines); ``decode_python`` is this module's reader, the reference.
 """
 from __future__ import annotations
 
+import os
 from struct import error as _StructError, unpack_from
+from types import ModuleType
 from typing import Any
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -69,7 +74,7 @@ Node = _message("Node", {
     10: ("attr", "message", True, AttributeProto)})
 
 
-def decode(data: bytes, cls: type[Message]) -> Any:
+def decode_python(data: bytes, cls: type[Message]) -> Any:
     """``cls`` (Node, GlobalMetadata, ...) read from ``data``, or None: decode with protobuf instead."""
     try:
         return _decode(data, 0, len(data), cls)
@@ -183,3 +188,35 @@ def _scalar(data: bytes, pos: int, kind: str) -> tuple[Any, int]:
     elif kind == "sint32" and v < 1 << 32:
         return (v >> 1) ^ -(v & 1), pos
     raise _Declined  # a value protobuf would truncate to the field's width
+
+
+def _load_native() -> ModuleType | None:
+    """chakra_proto._wire_core, unless ``DTSIM_PURE_PYTHON=1``, not compiled, or compiled from
+    another _wire_core.c than the one beside it (network/native_build.py's rule, which this leaf
+    package cannot import; setup.py writes the checksum with that module)."""
+    if os.environ.get("DTSIM_PURE_PYTHON") == "1":
+        return None
+    try:
+        from chakra_proto import _wire_core
+    except ImportError:
+        return None
+    import zlib
+
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_wire_core.c"), "rb") as f:
+            here = f"{zlib.crc32(f.read()):08x}"
+    except OSError:  # an installed wheel carries the binary only
+        return _wire_core
+    if here != _wire_core.SOURCE_CHECKSUM:
+        import warnings
+
+        warnings.warn(f"{_wire_core.__file__} was compiled from another _wire_core.c than the one in "
+                      "chakra_proto/ now; decoding in Python (the same results, slower) until "
+                      "`python -m pip install -e .` compiles it again", RuntimeWarning, stacklevel=2)
+        return None
+    return _wire_core
+
+
+NATIVE = _load_native()
+#: ``cls`` read from ``data`` (see decode_python), in C where compiled
+decode = NATIVE.decode if NATIVE is not None else decode_python

@@ -1,0 +1,378 @@
+/* chakra_proto/wire.py's decoder in C: ``decode(data, cls)`` reads an ET message into the same
+ * plain objects as wire._decode, or returns None for exactly what wire._decode declines
+ * (wire.py says what and why; tests/chakra_proto/test_wire.py holds both to protobuf and to each
+ * other on generated and mutated messages).
+ *
+ * A class's FIELDS and ONEOF are read once into a table indexed by field number. Every read is
+ * bounded by the end of the message being read: wire._decode reads on to the end of the buffer
+ * and then declines because the position passed the end, so both decline the same messages.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { VARINT = 0, I64 = 1, LEN = 2, I32 = 5 };
+enum { K_UINT64, K_INT64, K_INT32, K_UINT32, K_BOOL, K_SINT32, K_SINT64, K_FIXED64, K_SFIXED64, K_DOUBLE,
+       K_FIXED32, K_SFIXED32, K_FLOAT, K_STRING, K_BYTES, K_MESSAGE, K_COUNT };
+static const char *const kind_names[K_COUNT] = {
+    "uint64", "int64", "int32", "uint32", "bool", "sint32", "sint64", "fixed64", "sfixed64", "double",
+    "fixed32", "sfixed32", "float", "string", "bytes", "message"};
+
+#define MAX_FIELD 64 /* et_def.proto's highest field number is 32 (AttributeProto.bytes_list) */
+
+struct spec;
+typedef struct {
+    PyObject *name; /* NULL: no such field */
+    int kind, repeated, oneof;
+    struct spec *sub;
+} field;
+
+typedef struct spec {
+    PyObject *cls;
+    field fields[MAX_FIELD + 1];
+} spec;
+
+static PyObject *specs = NULL;   /* class -> capsule of its spec */
+static PyObject *str_oneof = NULL, *str_FIELDS = NULL, *str_ONEOF = NULL;
+
+static int wire_of(int kind) {
+    if (kind <= K_SINT64) return VARINT;
+    if (kind <= K_DOUBLE) return I64;
+    if (kind <= K_FLOAT) return I32;
+    return LEN;
+}
+
+static void spec_free(PyObject *capsule) {
+    spec *s = PyCapsule_GetPointer(capsule, NULL);
+    if (!s) return;
+    for (int i = 0; i <= MAX_FIELD; i++) Py_XDECREF(s->fields[i].name);
+    Py_XDECREF(s->cls);
+    PyMem_Free(s);
+}
+
+static spec *get_spec(PyObject *cls);
+
+static int fill_spec(spec *s, PyObject *cls) {
+    PyObject *fields = PyObject_GetAttr(cls, str_FIELDS), *oneof = NULL;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int rc = -1;
+    if (!fields) return -1;
+    if (!PyDict_Check(fields)) {
+        PyErr_SetString(PyExc_TypeError, "FIELDS must be a dict");
+        goto done;
+    }
+    oneof = PyObject_GetAttr(cls, str_ONEOF);
+    if (!oneof) goto done;
+    while (PyDict_Next(fields, &pos, &key, &value)) {
+        long num = PyLong_AsLong(key);
+        if (num == -1 && PyErr_Occurred()) goto done;
+        if (num < 1 || num > MAX_FIELD || !PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 4) {
+            PyErr_Format(PyExc_ValueError, "field %ld: expected a number in 1..%d and (name, kind, repeated, class)",
+                         num, MAX_FIELD);
+            goto done;
+        }
+        field *f = &s->fields[num];
+        PyObject *name = PyTuple_GET_ITEM(value, 0), *kind = PyTuple_GET_ITEM(value, 1);
+        PyObject *sub = PyTuple_GET_ITEM(value, 3);
+        if (!PyUnicode_Check(name) || !PyUnicode_Check(kind)) {
+            PyErr_SetString(PyExc_TypeError, "field name and kind must be strings");
+            goto done;
+        }
+        f->kind = -1;
+        for (int k = 0; k < K_COUNT; k++)
+            if (PyUnicode_CompareWithASCIIString(kind, kind_names[k]) == 0) f->kind = k;
+        if (f->kind < 0) {
+            PyErr_Format(PyExc_ValueError, "unknown field kind %R", kind);
+            goto done;
+        }
+        int rep = PyObject_IsTrue(PyTuple_GET_ITEM(value, 2));
+        int one = PySequence_Contains(oneof, key);
+        if (rep < 0 || one < 0) goto done;
+        f->repeated = rep;
+        f->oneof = one;
+        f->sub = NULL;
+        if (f->kind == K_MESSAGE) {
+            f->sub = get_spec(sub);
+            if (!f->sub) goto done;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        f->name = name;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(oneof);
+    Py_DECREF(fields);
+    return rc;
+}
+
+static spec *get_spec(PyObject *cls) {
+    PyObject *capsule = PyDict_GetItemWithError(specs, cls);
+    if (capsule) return PyCapsule_GetPointer(capsule, NULL);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "expected a wire.Message class");
+        return NULL;
+    }
+    spec *s = PyMem_Calloc(1, sizeof(spec));
+    if (!s) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    s->cls = Py_NewRef(cls);
+    capsule = PyCapsule_New(s, NULL, spec_free);
+    if (!capsule) {
+        Py_DECREF(s->cls);
+        PyMem_Free(s);
+        return NULL;
+    }
+    /* registered before its fields, so a message class that contains itself finds it */
+    if (PyDict_SetItem(specs, cls, capsule) < 0 || fill_spec(s, cls) < 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (PyDict_DelItem(specs, cls) < 0) PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    Py_DECREF(capsule);
+    return s;
+}
+
+/* -- reading -------------------------------------------------------------------------------------- */
+
+/* 1 read, 0 decline (wire._varint's rules: at most 10 bytes, at most 64 bits) */
+static int read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= end) return 0;
+        uint8_t b = buf[p++];
+        if (shift == 63) {
+            if (b > 1) return 0; /* bits past 64, or an 11th byte */
+            result |= (uint64_t)b << 63;
+            break;
+        }
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) break;
+        shift += 7;
+    }
+    *pos = p;
+    *out = result;
+    return 1;
+}
+
+#define DECLINE ((PyObject *)1) /* not an error, not a value: wire declines */
+
+static PyObject *read_scalar(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int kind) {
+    Py_ssize_t p = *pos;
+    if (kind >= K_FIXED64 && kind <= K_FLOAT) {
+        int wide = kind <= K_DOUBLE;
+        Py_ssize_t n = wide ? 8 : 4;
+        if (end - p < n) return DECLINE;
+        *pos = p + n;
+        if (wide) {
+            uint64_t u;
+            memcpy(&u, buf + p, 8);  /* little-endian hosts (x86, arm64), as the queue's binaries assume */
+            if (kind == K_FIXED64) return PyLong_FromUnsignedLongLong(u);
+            if (kind == K_SFIXED64) return PyLong_FromLongLong((long long)(int64_t)u);
+            double d;
+            memcpy(&d, &u, 8);
+            return PyFloat_FromDouble(d);
+        }
+        uint32_t u;
+        memcpy(&u, buf + p, 4);
+        if (kind == K_FIXED32) return PyLong_FromUnsignedLong(u);
+        if (kind == K_SFIXED32) return PyLong_FromLong((long)(int32_t)u);
+        float f;
+        memcpy(&f, &u, 4);
+        return PyFloat_FromDouble((double)f);
+    }
+    uint64_t v;
+    if (!read_varint(buf, &p, end, &v)) return DECLINE;
+    *pos = p;
+    switch (kind) {
+    case K_UINT64:
+        return PyLong_FromUnsignedLongLong(v);
+    case K_INT64:
+        return PyLong_FromLongLong((long long)(int64_t)v);
+    case K_INT32: /* also the enum Node.type; a negative int32 is sign-extended to 64 bits */
+        if (v < (1ULL << 31) || v >= 0xFFFFFFFF80000000ULL) return PyLong_FromLongLong((long long)(int64_t)v);
+        return DECLINE;
+    case K_UINT32:
+        return v < (1ULL << 32) ? PyLong_FromUnsignedLongLong(v) : DECLINE;
+    case K_BOOL:
+        return v < 2 ? PyBool_FromLong((long)v) : DECLINE;
+    case K_SINT64:
+        return PyLong_FromLongLong((long long)((v >> 1) ^ (~(v & 1) + 1)));
+    case K_SINT32:
+        return v < (1ULL << 32) ? PyLong_FromLongLong((long long)((v >> 1) ^ (~(v & 1) + 1))) : DECLINE;
+    }
+    return DECLINE;
+}
+
+/* the list behind a repeated field, created on first use (a new reference) */
+static PyObject *field_list(PyObject *d, PyObject *name) {
+    PyObject *lst = PyDict_GetItemWithError(d, name);
+    if (lst) return Py_NewRef(lst);
+    if (PyErr_Occurred()) return NULL;
+    lst = PyList_New(0);
+    if (lst && PyDict_SetItem(d, name, lst) < 0) Py_CLEAR(lst);
+    return lst;
+}
+
+static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s) {
+    PyObject *msg = PyObject_CallNoArgs(s->cls);
+    if (!msg) return NULL;
+    PyObject *d = PyObject_GenericGetDict(msg, NULL);
+    if (!d) goto error;
+    PyObject *oneof_name = NULL; /* borrowed: the oneof member set so far */
+    while (pos < end) {
+        uint64_t tag;
+        if (buf[pos] < 0x80) {
+            tag = buf[pos++];
+        } else if (!read_varint(buf, &pos, end, &tag)) {
+            goto decline;
+        }
+        uint64_t num = tag >> 3;
+        if (num > MAX_FIELD || !s->fields[num].name) goto decline; /* unknown to et_def.proto */
+        field *f = &s->fields[num];
+        int wire = (int)(tag & 7);
+        PyObject *value;
+        if (wire == LEN) {
+            uint64_t size;
+            if (!read_varint(buf, &pos, end, &size) || size > (uint64_t)(end - pos)) goto decline;
+            Py_ssize_t stop = pos + (Py_ssize_t)size;
+            if (f->kind == K_STRING) {
+                value = PyUnicode_DecodeUTF8((const char *)buf + pos, stop - pos, NULL); /* strict */
+                if (!value) {
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto error;
+                    PyErr_Clear();
+                    goto decline;
+                }
+            } else if (f->kind == K_BYTES) {
+                value = PyBytes_FromStringAndSize((const char *)buf + pos, stop - pos);
+                if (!value) goto error;
+            } else if (f->kind == K_MESSAGE) {
+                value = decode_message(buf, pos, stop, f->sub);
+                if (!value) goto error;
+                if (value == Py_None) {
+                    Py_DECREF(value);
+                    goto decline;
+                }
+            } else if (f->repeated) { /* packed scalars */
+                PyObject *lst = field_list(d, f->name);
+                if (!lst) goto error;
+                while (pos < stop) {
+                    PyObject *v = read_scalar(buf, &pos, stop, f->kind);
+                    if (v == DECLINE) {
+                        Py_DECREF(lst);
+                        goto decline;
+                    }
+                    if (!v || PyList_Append(lst, v) < 0) {
+                        Py_XDECREF(v);
+                        Py_DECREF(lst);
+                        goto error;
+                    }
+                    Py_DECREF(v);
+                }
+                Py_DECREF(lst);
+                continue;
+            } else {
+                goto decline;
+            }
+            pos = stop;
+        } else if (f->kind != K_MESSAGE && f->kind != K_STRING && f->kind != K_BYTES && wire == wire_of(f->kind)) {
+            value = read_scalar(buf, &pos, end, f->kind);
+            if (value == DECLINE) goto decline;
+            if (!value) goto error;
+        } else {
+            goto decline;
+        }
+        if (f->repeated) {
+            PyObject *lst = field_list(d, f->name);
+            int rc = lst ? PyList_Append(lst, value) : -1;
+            Py_XDECREF(lst);
+            Py_DECREF(value);
+            if (rc < 0) goto error;
+            continue;
+        }
+        if (f->kind == K_MESSAGE) {
+            int has = PyDict_Contains(d, f->name);
+            if (has) { /* protobuf merges the two (or an error) */
+                Py_DECREF(value);
+                if (has < 0) goto error;
+                goto decline;
+            }
+        }
+        if (f->oneof) {
+            if (oneof_name && oneof_name != f->name) { /* protobuf keeps the last member */
+                Py_DECREF(value);
+                goto decline;
+            }
+            oneof_name = f->name;
+            if (PyDict_SetItem(d, str_oneof, f->name) < 0) {
+                Py_DECREF(value);
+                goto error;
+            }
+        }
+        int rc = PyDict_SetItem(d, f->name, value);
+        Py_DECREF(value);
+        if (rc < 0) goto error;
+    }
+    Py_DECREF(d);
+    return msg;
+decline:
+    Py_DECREF(d);
+    Py_DECREF(msg);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(d);
+    Py_DECREF(msg);
+    return NULL;
+}
+
+static PyObject *wire_decode(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode(data, cls) takes 2 arguments");
+        return NULL;
+    }
+    spec *s = get_spec(args[1]);
+    if (!s) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *r = decode_message(view.buf, 0, view.len, s);
+    PyBuffer_Release(&view);
+    return r;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))wire_decode, METH_FASTCALL,
+     "decode(data, cls): cls read from data as wire.decode reads it, or None where wire declines"},
+    {NULL, NULL, 0, NULL},
+};
+
+#ifndef DTSIM_SOURCE_CHECKSUM
+#define DTSIM_SOURCE_CHECKSUM "unknown"
+#endif
+
+static int exec_module(PyObject *m) {
+    specs = PyDict_New();
+    str_oneof = PyUnicode_InternFromString("_oneof");
+    str_FIELDS = PyUnicode_InternFromString("FIELDS");
+    str_ONEOF = PyUnicode_InternFromString("ONEOF");
+    if (!specs || !str_oneof || !str_FIELDS || !str_ONEOF) return -1;
+    if (PyModule_AddObjectRef(m, "_specs", specs) < 0) return -1;
+    return PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM);
+}
+
+static PyModuleDef_Slot slots[] = {{Py_mod_exec, exec_module}, {0, NULL}};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wire_core", "chakra_proto/wire.py's decoder in C", 0, methods, slots,
+};
+
+PyMODINIT_FUNC PyInit__wire_core(void) { return PyModuleDef_Init(&module); }
