@@ -193,46 +193,55 @@ def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple
     return metadata, nodes, frames
 
 
+def _where(rn: Any) -> str:
+    return f"node {rn.id}" + (f" ({rn.name!r})" if rn.name else "")
+
+
 def _parse_node(path: Path, rn: Any, index: int) -> Node:
     n = Node()
     n.index = index
     n.id = rn.id
     n.name = rn.name
     n.type = rn.type
-    where = f"node {rn.id}" + (f" ({rn.name!r})" if rn.name else "")
     if n.type not in NODE_TYPES:
-        raise WorkloadError(path, where, f"unknown node type {n.type}; expected one of {', '.join(NODE_TYPES.values())}")
-    seen: set[int] = set()
-    parents = []
-    for d in (*rn.data_deps, *rn.ctrl_deps):  # feeder_v3 waits on the union (formats.md A.5)
-        if d not in seen:
-            seen.add(d)
-            parents.append(d)
-    n.parents = tuple(parents)
-    n.data_deps = frozenset(rn.data_deps)
+        raise WorkloadError(path, _where(rn), f"unknown node type {n.type}; expected one of "
+                            f"{', '.join(NODE_TYPES.values())}")
+    data_deps, ctrl_deps = rn.data_deps, rn.ctrl_deps
+    n.data_deps = frozenset(data_deps)
+    if not ctrl_deps and len(n.data_deps) == len(data_deps):
+        n.parents = tuple(data_deps)
+    else:
+        seen: set[int] = set()
+        parents = []
+        for d in (*data_deps, *ctrl_deps):  # feeder_v3 waits on the union (formats.md A.5)
+            if d not in seen:
+                seen.add(d)
+                parents.append(d)
+        n.parents = tuple(parents)
     n.host_launcher = None
     attrs: dict[str, Any] = {}
     for a in rn.attr:
-        attrs.setdefault(a.name, a)
+        if a.name not in attrs:  # the first of a name counts (ASTRA-sim's feeder)
+            attrs[a.name] = a
 
     def get_int(name: str, required: bool = False, minimum: int | None = None) -> int | None:
         a = attrs.get(name)
         if a is None:
             if required:
-                raise WorkloadError(path, where, f"{n.type_name} needs attribute {name!r}")
+                raise WorkloadError(path, _where(rn), f"{n.type_name} needs attribute {name!r}")
             return None
         v = int_value(a)
         if v is None:
-            raise WorkloadError(path, where, f"attribute {name!r} must be an integer, got {a.WhichOneof('value')}")
+            raise WorkloadError(path, _where(rn), f"attribute {name!r} must be an integer, got {a.WhichOneof('value')}")
         if minimum is not None and v < minimum:  # a negative size would run the clock backwards
-            raise WorkloadError(path, where, f"attribute {name!r} must be >= {minimum}, got {v}")
+            raise WorkloadError(path, _where(rn), f"attribute {name!r} must be >= {minimum}, got {v}")
         return v
 
     cpu = attrs.get("is_cpu_op")
     n.is_cpu_op = bool(int_value(cpu)) if cpu is not None and int_value(cpu) is not None else False
     dns = get_int("duration_ns")
     if dns is not None and dns < 0:
-        raise WorkloadError(path, where, "attribute 'duration_ns' must be >= 0")
+        raise WorkloadError(path, _where(rn), "attribute 'duration_ns' must be >= 0")
     n.duration_ns = dns if dns is not None else rn.duration_micros * 1000
     n.comm_type = n.comm_size = n.comm_src = n.comm_dst = n.comm_tag = None
     n.comm_priority = 0
@@ -245,7 +254,7 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
         defining = {pb.COMM_COLL_NODE: ("comm_type",), pb.COMM_SEND_NODE: ("comm_dst",),
                     pb.COMM_RECV_NODE: ("comm_src",)}[t]
         if any(f in attrs for f in defining):
-            raise WorkloadError(path, where, f"a communication node with {defining[0]} cannot be a CPU op "
+            raise WorkloadError(path, _where(rn), f"a communication node with {defining[0]} cannot be a CPU op "
                                 "(is_cpu_op is true): drop is_cpu_op, or drop the communication fields if "
                                 "it is the host-side launcher of a GPU-side node")
         # the host-side launcher (c10d::allreduce_ ...) that converters emit next to the GPU
@@ -257,7 +266,7 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
     if t in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
         n.comm_size = get_int("comm_size", required=True)
         if n.comm_size < 0:
-            raise WorkloadError(path, where, f"comm_size must be >= 0, got {n.comm_size}")
+            raise WorkloadError(path, _where(rn), f"comm_size must be >= 0, got {n.comm_size}")
         n.comm_priority = get_int("comm_priority") or 0
         pg = attrs.get("pg_name")
         if pg is not None:
@@ -266,27 +275,27 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
             elif int_value(pg) is not None:
                 n.pg_name = str(int_value(pg))
             else:
-                raise WorkloadError(path, where, "attribute 'pg_name' must be a string")
+                raise WorkloadError(path, _where(rn), "attribute 'pg_name' must be a string")
             if n.pg_name not in ("", "0"):
                 try:
                     if int(n.pg_name) < 0:
                         raise ValueError
                 except ValueError:
-                    raise WorkloadError(path, where, f"pg_name {n.pg_name!r} is not a communicator-group id") from None
+                    raise WorkloadError(path, _where(rn), f"pg_name {n.pg_name!r} is not a communicator-group id") from None
     if t == pb.COMM_COLL_NODE:
         n.comm_type = get_int("comm_type", required=True)
         if n.comm_type not in COLL_TYPES:
-            raise WorkloadError(path, where, f"unknown comm_type {n.comm_type}")
+            raise WorkloadError(path, _where(rn), f"unknown comm_type {n.comm_type}")
         if n.comm_type not in SUPPORTED_COLLECTIVES:
             raise WorkloadError(
-                path, where,
+                path, _where(rn),
                 f"collective {COLL_TYPES[n.comm_type]} is not supported (ASTRA-sim 2.0 aborts on it too); "
                 "supported: ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST",
             )
         inv = attrs.get("involved_dim")
         if inv is not None:
             if inv.WhichOneof("value") != "bool_list":
-                raise WorkloadError(path, where, "attribute 'involved_dim' must be a bool_list")
+                raise WorkloadError(path, _where(rn), "attribute 'involved_dim' must be a bool_list")
             n.involved_dim = list(inv.bool_list.values)
     elif t == pb.COMM_SEND_NODE:
         n.comm_dst = get_int("comm_dst")  # Chakra's converter omits it: host_comms.py infers it
