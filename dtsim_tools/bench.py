@@ -28,8 +28,6 @@ import json
 import os
 import re
 import resource
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -219,6 +217,8 @@ def _child_env() -> dict[str, str]:
 def _prepare_in_child(name: str, work: Path, examples: Path) -> Prepared:
     """Prepare in a child process: a child's peak RSS counts the parent's memory at fork, so the
     parent must stay small (converting a TrioSim trace takes some 200 MB)."""
+    import subprocess
+
     p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--prepare", name, str(work), str(examples)],
                        capture_output=True, text=True, env=_child_env(), check=False)
     if p.returncode != 0:
@@ -323,40 +323,43 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
 
 
 def _run_one(args: list[str]) -> None:
-    """Child process: run the CLI, print one JSON line with what the parent measures."""
+    """Child process: run the CLI with its report at ``args[0]``, print one JSON line with the wall
+    and peak RSS of the run. The parent reads the report back: that parse (0.6 MB for a 128-rank
+    layout) is the harness's work, not the simulator's, and would count in this process's wall."""
     from system.main import main
+
+    t0 = time.perf_counter()
+    code = main([*args[1:], "--quiet", "--report", args[0]])
+    wall = time.perf_counter() - t0
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"code": int(code), "wall": wall, "rss_mb": rss_mb}))
+
+
+def _run_ours(prep: Prepared) -> dict:
+    import subprocess
 
     with tempfile.TemporaryDirectory() as t:
         rep = Path(t) / "r.json"
         t0 = time.perf_counter()
-        code = main([*args, "--quiet", "--report", str(rep)])
-        wall = time.perf_counter() - t0
-        # the peak of the run, before this process reads the report back (an 11 MB JSON for
-        # a 128-rank layout would add its own parse to the simulator's memory)
-        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--one", str(rep), *prep.ours],
+                           capture_output=True, text=True, env=_child_env())
+        proc_wall = time.perf_counter() - t0
+        if p.returncode != 0 or not p.stdout.strip():
+            return {"failed": True, "error": p.stderr.strip()[-400:]}
+        r = json.loads(p.stdout.strip().splitlines()[-1])
         data = json.loads(rep.read_text()) if rep.exists() else {}
     tot = data.get("totals", {})
-    print(json.dumps({"code": int(code), "wall": wall, "rss_mb": rss_mb, "events": tot.get("events", 0),
-                      "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),
-                      "cycles": [r["finish_cycles"] for r in data.get("ranks", [])],
-                      "fast_path": data.get("inputs", {}).get("symmetric_fast_path"),
-                      "cxx": data.get("network", {}).get("cxx")}))
-
-
-def _run_ours(prep: Prepared) -> dict:
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--one", *prep.ours],
-                       capture_output=True, text=True, env=_child_env())
-    proc_wall = time.perf_counter() - t0
-    if p.returncode != 0 or not p.stdout.strip():
-        return {"failed": True, "error": p.stderr.strip()[-400:]}
-    r = json.loads(p.stdout.strip().splitlines()[-1])
-    r["process_wall"] = proc_wall
+    r.update({"events": tot.get("events", 0), "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),
+              "cycles": [x["finish_cycles"] for x in data.get("ranks", [])],
+              "fast_path": data.get("inputs", {}).get("symmetric_fast_path"),
+              "cxx": data.get("network", {}).get("cxx"), "process_wall": proc_wall})
     return r
 
 
 def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
     """ASTRA-sim in its own process: wall from outside, peak RSS from wait4, cycles per rank."""
+    import subprocess
+
     exe = bin_dir / ASTRA_BINARIES[prep.backend]
     if not exe.is_file():
         return {"failed": True, "error": f"{exe} not found"}
@@ -379,6 +382,8 @@ def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
 
 
 def _median_run(runs: list[dict]) -> dict:
+    import statistics
+
     ok = [r for r in runs if not r.get("failed")]
     if len(ok) < len(runs):
         return next(r for r in runs if r.get("failed"))
@@ -427,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.one is not None:
         _run_one(a.one)
-        return 0
+        from system.main import exit_process
+
+        exit_process(0)  # as the CLI ends (system.main.console_main)
     if a.prepare:
         print(json.dumps(vars(_prepare(a.prepare[0], CASES[a.prepare[0]], Path(a.prepare[1]), Path(a.prepare[2])))))
         return 0

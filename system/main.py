@@ -10,7 +10,7 @@ import enum
 import sys as _sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from network.config import NetworkConfig
 from network.errors import InputError, SimulationLimitError
@@ -295,7 +295,29 @@ def _output(flag: str, path: str, write: Any, *write_args: Any) -> None:
 
 
 def console_main() -> None:
-    _sys.exit(main())
+    exit_process(main())
+
+
+def exit_process(code: int) -> NoReturn:
+    """``sys.exit(code)`` without the interpreter's teardown: atexit handlers run and the standard
+    streams are flushed, but the heap of a large run is not freed object by object and collected
+    once more (16 ms of a 128-rank run's 0.6 s; every output file is closed by then). Where a
+    profiler or tracer (cProfile, coverage) or a live non-daemon thread expects the teardown, it
+    is ``sys.exit``."""
+    threading = _sys.modules.get("threading")
+    if _sys.getprofile() is not None or _sys.gettrace() is not None or (threading is not None and any(
+            t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread())):
+        _sys.exit(code)
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: what the reader did not take is gone anyway
+            pass
+    os._exit(int(code))
 
 
 if __name__ == "__main__":
