@@ -53,6 +53,21 @@ enum { H_OFFSET, H_MULTIPLIER, H_PENDING, H_TOPOLOGY, H_ID, H_N };
 static const char *hd_slots[H_N] = {"rank_offset", "offset_multiplier", "pending", "topology", "id"};
 static PyTypeObject *hd_type;
 static Py_ssize_t hd_off[H_N];
+/* the scheduler's state (Sys.proceed_to_next_vnet_baseline, Sys.schedule, SchedulerUnit) */
+enum { SS_PHASES, SS_PRIORITY, SS_STEPS, SS_QUEUE, SS_COMTYPE, SS_INIT, SS_N };
+static const char *sched_stream_slots[SS_N] = {"phases_to_go", "priority", "steps_finished", "current_queue_id",
+                                               "current_com_type", "initialized"};
+enum { PH_QUEUE, PH_ENABLED, PH_COMTYPE, PH_N };
+static const char *phase_slots[PH_N] = {"queue_id", "enabled", "comm_type"};
+enum { DS_FINISHED_STREAMS, DS_TOTAL, DS_FINISHED, DS_TICK, DS_NOTIFIER, DS_N };
+static const char *ds_slots[DS_N] = {"finished_streams", "total_streams", "finished", "finish_tick", "notifier"};
+enum { SU_RUNNING, SU_MAX, SU_RLT, SU_QT, SU_N };
+static const char *su_slots[SU_N] = {"running_streams", "max_running_streams", "ready_list_threshold",
+                                     "queue_threshold"};
+static Py_ssize_t ss_off[SS_N], ph_off[PH_N], ds_off[DS_N], su_off[SU_N];
+static PyTypeObject *su_type;
+static PyObject *str_fps, *str_trs, *str_active_streams, *str_ready_list, *str_run_stream_init, *str_init,
+    *str_notify_stream_finished, *str_ring_batcher;
 static PyObject *str_append, *str_popleft, *str_member_at;
 static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
@@ -118,7 +133,13 @@ typedef struct {
     PyObject *call_events_cb; /* bound C methods, made once */
     PyObject *bundle_cb;
     PyObject *received_cb;
+    /* set by enable_scheduling: the streams' moves between queues run here too */
+    PyObject *su;         /* the Sys's SchedulerUnit */
+    PyObject *sysdict;    /* the Sys's __dict__: first_phase_streams, total_running_streams, ... */
+    PyObject *py_proceed; /* Sys.proceed_to_next_vnet_baseline, the Python function, for other streams */
 } SysFast;
+
+static int proceed(SysFast *f, PyObject *stream);
 
 static int now_of(SysFast *f, long long *now) {
     if (f->core) {
@@ -250,12 +271,21 @@ static int to_mem_bus(SysFast *f, PyObject *a, int processed, PyObject *size) {
     return r;
 }
 
-/* PacketAlgorithm.iteratable: the phase ends when every message is out and every slot back */
-static int iteratable(PyObject *a) {
+/* PacketAlgorithm.iteratable: the phase ends when every message is out and every slot back;
+ * Algorithm.exit is sys.proceed_to_next_vnet_baseline(self.stream), and a is f's (see ours) */
+static int iteratable(SysFast *f, PyObject *a) {
     long long sc, fp, pr;
     if (get_ll(a, A_STREAM_COUNT, &sc) < 0 || get_ll(a, A_FREE_PACKETS, &fp) < 0 || get_ll(a, A_PARALLEL, &pr) < 0)
         return -1;
     if (sc == 0 && fp == pr) {
+        if (f->su) {
+            PyObject *stream = get(a, algo_off[A_STREAM], "stream");
+            if (!stream) return -1;
+            Py_INCREF(stream);
+            int r = proceed(f, stream);
+            Py_DECREF(stream);
+            return r;
+        }
         PyObject *r = PyObject_CallMethodNoArgs(a, str_exit);
         if (!r) return -1;
         Py_DECREF(r);
@@ -398,7 +428,7 @@ static int ring_ready(SysFast *f, PyObject *a) {
 static int packet_run_general(SysFast *f, PyObject *a, int (*ready)(SysFast *, PyObject *)) {
     long long fp;
     if (get_ll(a, A_FREE_PACKETS, &fp) < 0 || set_ll(a, A_FREE_PACKETS, fp + 1) < 0 || ready(f, a) < 0) return -1;
-    return iteratable(a);
+    return iteratable(f, a);
 }
 
 /* -- AllToAll (direct) ----------------------------------------------------------------------------- */
@@ -557,7 +587,7 @@ static int direct_run_general(SysFast *f, PyObject *a) {
     } else if (direct_ready(f, a) < 0) {
         return -1;
     }
-    return iteratable(a);
+    return iteratable(f, a);
 }
 
 /* -- HalvingDoubling ------------------------------------------------------------------------------- */
@@ -803,6 +833,450 @@ static PyObject *SysFast_collective_send_recv(SysFast *f, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* -- the scheduler: a stream's moves between phases and queues ---------------------------------------
+ * Sys.proceed_to_next_vnet_baseline, Sys.schedule, Sys.insert_stream and insert_into_ready_list,
+ * SchedulerUnit's notifications, StreamBaseline.init and DataSet.notify_stream_finished, step for
+ * step as in Python (system/sys.py, scheduler_unit.py, stream.py): every value is read again after
+ * anything that may run Python (a collective's notifier, an algorithm's run_stream_init). */
+
+/* an int kept in the Sys's __dict__ (first_phase_streams, total_running_streams) */
+static int sys_ll(SysFast *f, PyObject *name, long long *out) {
+    PyObject *v = PyDict_GetItemWithError(f->sysdict, name);
+    if (!v) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, name);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int sys_add(SysFast *f, PyObject *name, long long delta) {
+    long long v;
+    if (sys_ll(f, name, &v) < 0) return -1;
+    PyObject *o = PyLong_FromLongLong(v + delta);
+    if (!o) return -1;
+    int r = PyDict_SetItem(f->sysdict, name, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* sys.<name>, a new reference (active_streams, ready_list) */
+static PyObject *sys_obj(SysFast *f, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(f->sysdict, name);
+    if (!v && !PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, name);
+    return Py_XNewRef(v);
+}
+
+/* running_streams[vnet] += delta; with delta 0 only its value */
+static int running(SysFast *f, PyObject *vnet, long long delta, long long *out) {
+    PyObject *d = get(f->su, su_off[SU_RUNNING], "running_streams");
+    if (!d) return -1;
+    PyObject *v = PyObject_GetItem(d, vnet);
+    if (!v) return -1;
+    long long n = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (n == -1 && PyErr_Occurred()) return -1;
+    if (out) *out = n;
+    if (!delta) return 0;
+    PyObject *o = PyLong_FromLongLong(n + delta);
+    if (!o) return -1;
+    int r = PyObject_SetItem(d, vnet, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* an attribute of a stream or phase: its slot on the exact class, else getattr (a new reference) */
+static PyObject *attr(PyObject *obj, PyTypeObject *tp, Py_ssize_t off, const char *name) {
+    if (Py_IS_TYPE(obj, tp)) return Py_XNewRef(get(obj, off, name));
+    return PyObject_GetAttrString(obj, name);
+}
+
+/* Sys.insert_stream: behind running streams and waiting ones of equal or higher priority */
+static int insert_stream(PyObject *queue, PyObject *stream) {
+    if (!PyList_Check(queue)) {
+        PyErr_SetString(PyExc_TypeError, "a stream queue must be a list");
+        return -1;
+    }
+    PyObject *prio = attr(stream, stream_type, ss_off[SS_PRIORITY], "priority");
+    if (!prio) return -1;
+    Py_ssize_t i = 0;
+    for (; i < PyList_GET_SIZE(queue); i++) {
+        PyObject *s = Py_NewRef(PyList_GET_ITEM(queue, i));
+        PyObject *init = attr(s, stream_type, ss_off[SS_INIT], "initialized");
+        int skip = init ? PyObject_IsTrue(init) : -1;
+        Py_XDECREF(init);
+        if (skip == 0) {
+            PyObject *p = attr(s, stream_type, ss_off[SS_PRIORITY], "priority");
+            skip = p ? PyObject_RichCompareBool(p, prio, Py_GE) : -1;
+            Py_XDECREF(p);
+        }
+        Py_DECREF(s);
+        if (skip < 0) {
+            Py_DECREF(prio);
+            return -1;
+        }
+        if (!skip) break;
+    }
+    Py_DECREF(prio);
+    return PyList_Insert(queue, i, stream);
+}
+
+/* DataSet.notify_stream_finished(now) */
+static int dataset_stream_finished(SysFast *f, PyObject *ds) {
+    long long now;
+    if (now_of(f, &now) < 0) return -1;
+    if (!Py_IS_TYPE(ds, dataset_type)) {
+        PyObject *t = PyLong_FromLongLong(now);
+        PyObject *r = t ? PyObject_CallMethodOneArg(ds, str_notify_stream_finished, t) : NULL;
+        Py_XDECREF(t);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    long long done;
+    if (read_ll(ds, ds_off[DS_FINISHED_STREAMS], "finished_streams", &done) < 0 ||
+        write_ll(ds, ds_off[DS_FINISHED_STREAMS], done + 1) < 0)
+        return -1;
+    PyObject *total = get(ds, ds_off[DS_TOTAL], "total_streams"), *fin = NULL;
+    if (!total || !(fin = PyLong_FromLongLong(done + 1))) return -1;
+    int eq = PyObject_RichCompareBool(fin, total, Py_EQ);
+    Py_DECREF(fin);
+    if (eq <= 0) return eq;
+    set_new(ds, ds_off[DS_FINISHED], Py_NewRef(Py_True));
+    if (write_ll(ds, ds_off[DS_TICK], now) < 0) return -1;
+    PyObject *notifier = get(ds, ds_off[DS_NOTIFIER], "notifier");
+    if (!notifier) return -1;
+    Py_INCREF(notifier);
+    set_new(ds, ds_off[DS_NOTIFIER], Py_NewRef(Py_None));
+    int r = 0;
+    if (notifier != Py_None) {
+        PyObject *res = PyObject_CallOneArg(notifier, ds);
+        r = res ? 0 : -1;
+        Py_XDECREF(res);
+    }
+    Py_DECREF(notifier);
+    return r;
+}
+
+static int insert_packet(SysFast *f, PyObject *a, int kind);
+
+/* algorithm.run_stream_init(): for ours, PacketAlgorithm's parallel_reduce insertions, unless a
+ * Ring's batcher (system/shortcuts/ring_batch.py) may take the phase */
+static int run_stream_init(SysFast *f, PyObject *algo) {
+    int kind = ours(f, algo);
+    if (kind) {
+        int plain = 1;
+        if (kind != 3) { /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it */
+            PyObject *b = PyDict_GetItemWithError(f->sysdict, str_ring_batcher);
+            if (!b && PyErr_Occurred()) return -1;
+            plain = b == Py_None;
+        }
+        if (plain) {
+            long long count;
+            if (get_ll(algo, A_PARALLEL, &count) < 0) return -1;
+            for (long long i = 0; i < count; i++)
+                if (insert_packet(f, algo, kind) < 0) return -1;
+            return 0;
+        }
+    }
+    PyObject *r = PyObject_CallMethodNoArgs(algo, str_run_stream_init);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* StreamBaseline.init: start the current phase's algorithm */
+static int stream_init(SysFast *f, PyObject *stream) {
+    if (!Py_IS_TYPE(stream, stream_type)) {
+        PyObject *r = PyObject_CallMethodNoArgs(stream, str_init);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    set_new(stream, ss_off[SS_INIT], Py_NewRef(Py_True));
+    PyObject *phase = get(stream, stream_off[S_PHASE], "my_current_phase");
+    if (!phase) return -1;
+    Py_INCREF(phase);
+    PyObject *en = attr(phase, phase_type, ph_off[PH_ENABLED], "enabled");
+    int on = en ? PyObject_IsTrue(en) : -1;
+    Py_XDECREF(en);
+    PyObject *algo = on > 0 ? attr(phase, phase_type, phase_algorithm_off, "algorithm") : NULL;
+    Py_DECREF(phase);
+    if (on <= 0) return on;
+    if (!algo) return -1;
+    int r = run_stream_init(f, algo);
+    Py_DECREF(algo);
+    return r;
+}
+
+/* SchedulerUnit._start_waiting(vnet) */
+static int start_waiting(SysFast *f, PyObject *vnet) {
+    PyObject *active = sys_obj(f, str_active_streams);
+    if (!active) return -1;
+    PyObject *queue = PyObject_GetItem(active, vnet);
+    Py_DECREF(active);
+    if (!queue) return -1;
+    long long i, n, qt;
+    int r = -1;
+    if (!PyList_Check(queue)) {
+        PyErr_SetString(PyExc_TypeError, "a stream queue must be a list");
+        goto done;
+    }
+    if (running(f, vnet, 0, &i) < 0 || read_ll(f->su, su_off[SU_QT], "queue_threshold", &qt) < 0) goto done;
+    for (;;) {
+        if (i >= PyList_GET_SIZE(queue)) break;
+        if (running(f, vnet, 0, &n) < 0) goto done;
+        if (n >= qt) break;
+        PyObject *s = Py_NewRef(PyList_GET_ITEM(queue, i));
+        int rc = stream_init(f, s);
+        Py_DECREF(s);
+        if (rc < 0 || running(f, vnet, 1, NULL) < 0) goto done;
+        i++;
+        if (read_ll(f->su, su_off[SU_QT], "queue_threshold", &qt) < 0) goto done;
+    }
+    r = 0;
+done:
+    Py_DECREF(queue);
+    return r;
+}
+
+static int schedule(SysFast *f, long long num);
+
+/* SchedulerUnit._schedule_ready */
+static int schedule_ready(SysFast *f) {
+    long long fps, trs, rlt, mrs;
+    if (sys_ll(f, str_fps, &fps) < 0 || sys_ll(f, str_trs, &trs) < 0 ||
+        read_ll(f->su, su_off[SU_RLT], "ready_list_threshold", &rlt) < 0 ||
+        read_ll(f->su, su_off[SU_MAX], "max_running_streams", &mrs) < 0)
+        return -1;
+    if (fps < rlt && trs < mrs) {
+        long long room = rlt - fps;
+        return schedule(f, room < mrs - trs ? room : mrs - trs);
+    }
+    return 0;
+}
+
+/* SchedulerUnit.notify_stream_removed(vnet) */
+static int stream_removed(SysFast *f, PyObject *vnet) {
+    if (running(f, vnet, -1, NULL) < 0 || schedule_ready(f) < 0) return -1;
+    return start_waiting(f, vnet);
+}
+
+/* Sys.schedule(num): start the first num streams of the ready list */
+static int schedule(SysFast *f, long long num) {
+    PyObject *ready = sys_obj(f, str_ready_list);
+    if (!ready) return -1;
+    int r = -1;
+    if (!PyList_Check(ready)) {
+        PyErr_SetString(PyExc_TypeError, "ready_list must be a list");
+        goto done;
+    }
+    long long counter = num < PyList_GET_SIZE(ready) ? num : PyList_GET_SIZE(ready);
+    while (counter > 0) {
+        if (!PyList_GET_SIZE(ready)) {
+            PyErr_SetString(PyExc_IndexError, "list index out of range");
+            goto done;
+        }
+        PyObject *stream = Py_NewRef(PyList_GET_ITEM(ready, 0));
+        int rc = proceed(f, stream);
+        Py_ssize_t i = 0, n = rc < 0 ? 0 : PyList_GET_SIZE(ready);
+        int found = 0;
+        for (; rc == 0 && i < n; i++) { /* ready_list.remove(stream) */
+            PyObject *x = Py_NewRef(PyList_GET_ITEM(ready, i));
+            found = PyObject_RichCompareBool(x, stream, Py_EQ);
+            Py_DECREF(x);
+            if (found) break;
+        }
+        Py_DECREF(stream);
+        if (rc < 0 || found < 0) goto done;
+        if (!found) {
+            PyErr_SetString(PyExc_ValueError, "list.remove(x): x not in list");
+            goto done;
+        }
+        if (PyList_SetSlice(ready, i, i + 1, NULL) < 0) goto done;
+        counter--;
+        if (sys_add(f, str_fps, 1) < 0 || sys_add(f, str_trs, 1) < 0) goto done;
+    }
+    r = 0;
+done:
+    Py_DECREF(ready);
+    return r;
+}
+
+/* Sys.proceed_to_next_vnet_baseline(stream): into the next phase's queue, or finished */
+static int proceed(SysFast *f, PyObject *stream) {
+    PyObject *phases = Py_IS_TYPE(stream, stream_type) ? SLOT(stream, ss_off[SS_PHASES]) : NULL;
+    PyObject *cur = phases ? SLOT(stream, stream_off[S_PHASE]) : NULL;
+    if (!phases || !PyList_CheckExact(phases) || !cur ||
+        (PyList_GET_SIZE(phases) && !Py_IS_TYPE(PyList_GET_ITEM(phases, 0), phase_type))) {
+        /* not the classes this code knows: the Python method (it needs no C state) */
+        PyObject *r = PyObject_CallFunctionObjArgs(f->py_proceed, f->sys, stream, NULL);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    long long prev, steps;
+    if (read_ll(stream, ss_off[SS_QUEUE], "current_queue_id", &prev) < 0 ||
+        read_ll(stream, ss_off[SS_STEPS], "steps_finished", &steps) < 0)
+        return -1;
+    PyObject *prev_vnet = Py_NewRef(SLOT(stream, ss_off[SS_QUEUE]));
+    PyObject *phase = NULL, *nxt = NULL, *q = NULL;
+    int r = -1, empty;
+    if (steps == 1 && sys_add(f, str_fps, -1) < 0) goto done;
+    phases = get(stream, ss_off[SS_PHASES], "phases_to_go");
+    if (!phases || (empty = PyObject_Not(phases)) < 0) goto done;
+    if (empty) {
+        PyObject *ds = get(stream, stream_off[S_DATASET], "dataset");
+        if (!ds) goto done;
+        Py_INCREF(ds);
+        int rc = dataset_stream_finished(f, ds);
+        Py_DECREF(ds);
+        if (rc < 0) goto done;
+    }
+    phase = Py_XNewRef(get(stream, stream_off[S_PHASE], "my_current_phase"));
+    if (!phase) goto done;
+    if (prev >= 0) {
+        PyObject *en = attr(phase, phase_type, ph_off[PH_ENABLED], "enabled");
+        int on = en ? PyObject_IsTrue(en) : -1;
+        Py_XDECREF(en);
+        if (on < 0) goto done;
+        if (on) { /* out of the queue it ran on */
+            PyObject *qid = attr(phase, phase_type, ph_off[PH_QUEUE], "queue_id"), *active = NULL, *target = NULL;
+            if (qid && (active = sys_obj(f, str_active_streams))) target = PyObject_GetItem(active, qid);
+            Py_XDECREF(qid);
+            Py_XDECREF(active);
+            if (!target) goto done;
+            PyObject *sid = Py_XNewRef(get(stream, stream_off[S_STREAM_ID], "stream_id"));
+            int rc = sid && PyList_Check(target) ? 0 : -1;
+            if (sid && !PyList_Check(target)) PyErr_SetString(PyExc_TypeError, "a stream queue must be a list");
+            for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(target); i++) {
+                PyObject *s = Py_NewRef(PyList_GET_ITEM(target, i));
+                PyObject *other = attr(s, stream_type, stream_off[S_STREAM_ID], "stream_id");
+                int eq = other ? PyObject_RichCompareBool(other, sid, Py_EQ) : -1;
+                Py_XDECREF(other);
+                Py_DECREF(s);
+                if (eq < 0) rc = -1;
+                else if (eq) {
+                    rc = PyList_SetSlice(target, i, i + 1, NULL);
+                    break;
+                }
+            }
+            Py_XDECREF(sid);
+            Py_DECREF(target);
+            if (rc < 0) goto done;
+        }
+    }
+    phases = get(stream, ss_off[SS_PHASES], "phases_to_go");
+    if (!phases || (empty = PyObject_Not(phases)) < 0) goto done;
+    if (empty) {
+        if (sys_add(f, str_trs, -1) < 0) goto done;
+        /* unlinked, so that a finished stream is freed by its reference count */
+        set_new(stream, stream_off[S_PHASE], Py_NewRef(Py_None));
+        r = prev >= 0 ? stream_removed(f, prev_vnet) : 0;
+        goto done;
+    }
+    if (read_ll(stream, ss_off[SS_STEPS], "steps_finished", &steps) < 0 ||
+        write_ll(stream, ss_off[SS_STEPS], steps + 1) < 0)
+        goto done;
+    if (!PyList_Check(phases)) {
+        PyErr_SetString(PyExc_TypeError, "phases_to_go must be a list");
+        goto done;
+    }
+    nxt = Py_NewRef(PyList_GET_ITEM(phases, 0)); /* phases_to_go.pop(0) */
+    if (PyList_SetSlice(phases, 0, 1, NULL) < 0) goto done;
+    q = attr(nxt, phase_type, ph_off[PH_QUEUE], "queue_id");
+    if (!q) goto done;
+    {
+        PyObject *zero = PyLong_FromLong(0);
+        int neg = zero ? PyObject_RichCompareBool(q, zero, Py_LT) : -1;
+        Py_XDECREF(zero);
+        if (neg < 0) goto done;
+        if (neg) {
+            PyObject *pos = PyNumber_Negative(q);
+            if (!pos || PyObject_SetAttrString(nxt, "queue_id", pos) < 0) {
+                Py_XDECREF(pos);
+                goto done;
+            }
+            Py_SETREF(q, pos);
+        }
+    }
+    {
+        PyObject *ct = attr(nxt, phase_type, ph_off[PH_COMTYPE], "comm_type");
+        if (!ct) goto done;
+        set_new(stream, ss_off[SS_QUEUE], Py_NewRef(q));
+        set_new(stream, ss_off[SS_COMTYPE], ct);
+        set_new(stream, stream_off[S_PHASE], Py_NewRef(nxt));
+        set_new(stream, ss_off[SS_INIT], Py_NewRef(Py_False));
+    }
+    {
+        PyObject *en = attr(nxt, phase_type, ph_off[PH_ENABLED], "enabled");
+        int on = en ? PyObject_IsTrue(en) : -1;
+        Py_XDECREF(en);
+        if (on < 0) goto done;
+        if (on) {
+            PyObject *active = sys_obj(f, str_active_streams), *queue = NULL;
+            if (active) queue = PyObject_GetItem(active, q);
+            Py_XDECREF(active);
+            int rc = queue ? insert_stream(queue, stream) : -1;
+            Py_XDECREF(queue);
+            if (rc < 0) goto done;
+        }
+    }
+    if (prev >= 0 && stream_removed(f, prev_vnet) < 0) goto done;
+    r = start_waiting(f, q); /* SchedulerUnit.notify_stream_added */
+done:
+    Py_DECREF(prev_vnet);
+    Py_XDECREF(phase);
+    Py_XDECREF(nxt);
+    Py_XDECREF(q);
+    return r;
+}
+
+static PyObject *SysFast_proceed(SysFast *f, PyObject *stream) {
+    if (!f->su) {
+        PyErr_SetString(PyExc_RuntimeError, "enable_scheduling() was not called");
+        return NULL;
+    }
+    if (proceed(f, stream) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *SysFast_schedule(SysFast *f, PyObject *num) {
+    long long n = PyLong_AsLongLong(num);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (!f->su) {
+        PyErr_SetString(PyExc_RuntimeError, "enable_scheduling() was not called");
+        return NULL;
+    }
+    if (schedule(f, n) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Sys.insert_into_ready_list(stream) */
+static PyObject *SysFast_insert_into_ready_list(SysFast *f, PyObject *stream) {
+    if (!f->su) {
+        PyErr_SetString(PyExc_RuntimeError, "enable_scheduling() was not called");
+        return NULL;
+    }
+    PyObject *ready = sys_obj(f, str_ready_list);
+    if (!ready) return NULL;
+    int rc = insert_stream(ready, stream);
+    Py_DECREF(ready);
+    if (rc < 0 || schedule_ready(f) < 0) return NULL; /* SchedulerUnit.notify_stream_added_into_ready_list */
+    Py_RETURN_NONE;
+}
+
+/* enable_scheduling(scheduler_unit, proceed): the Sys is exactly Sys and its unit exactly
+ * SchedulerUnit (Sys.__init__ checks); proceed is the Python Sys.proceed_to_next_vnet_baseline */
+static PyObject *SysFast_enable_scheduling(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2 || !su_type || !Py_IS_TYPE(args[0], su_type) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "enable_scheduling(scheduler_unit: SchedulerUnit, proceed)");
+        return NULL;
+    }
+    PyObject *d = PyObject_GenericGetDict(f->sys, NULL);
+    if (!d) return NULL;
+    Py_XSETREF(f->sysdict, d);
+    Py_XSETREF(f->su, Py_NewRef(args[0]));
+    Py_XSETREF(f->py_proceed, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef SysFast_methods[] = {
     {"mem_bus_transfer", (PyCFunction)(void (*)(void))SysFast_mem_bus_transfer, METH_FASTCALL,
      "Sys.mem_bus_transfer(stream, fast, needs_processing, size)"},
@@ -814,6 +1288,12 @@ static PyMethodDef SysFast_methods[] = {
     {"received", (PyCFunction)SysFast_received, METH_O, "algorithm.on_packet_received(), for the exchange"},
     {"insert_packets", (PyCFunction)(void (*)(void))SysFast_insert_packets, METH_FASTCALL,
      "insert_packets(algorithm, count): count x algorithm.insert_packet() (a stream's start)"},
+    {"enable_scheduling", (PyCFunction)(void (*)(void))SysFast_enable_scheduling, METH_FASTCALL,
+     "enable_scheduling(scheduler_unit, proceed): the streams' moves between queues in C too"},
+    {"proceed", (PyCFunction)SysFast_proceed, METH_O, "Sys.proceed_to_next_vnet_baseline(stream)"},
+    {"schedule", (PyCFunction)SysFast_schedule, METH_O, "Sys.schedule(num)"},
+    {"insert_into_ready_list", (PyCFunction)SysFast_insert_into_ready_list, METH_O,
+     "Sys.insert_into_ready_list(stream)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -873,6 +1353,9 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->call_events_cb);
     Py_VISIT(f->bundle_cb);
     Py_VISIT(f->received_cb);
+    Py_VISIT(f->su);
+    Py_VISIT(f->sysdict);
+    Py_VISIT(f->py_proceed);
     Py_VISIT(Py_TYPE(f));
     return 0;
 }
@@ -887,6 +1370,9 @@ static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->call_events_cb);
     Py_CLEAR(f->bundle_cb);
     Py_CLEAR(f->received_cb);
+    Py_CLEAR(f->su);
+    Py_CLEAR(f->sysdict);
+    Py_CLEAR(f->py_proceed);
     return 0;
 }
 
@@ -928,15 +1414,23 @@ static PyType_Spec SysFast_spec = {
 };
 
 /* configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER,
- * AllToAll, RingTopology, HalvingDoubling):
+ * AllToAll, RingTopology, HalvingDoubling, SchedulerUnit):
  * the classes whose slots this code reads, and where */
 static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
-    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo, *hd;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type, &phase,
-                          &PyType_Type, &dataset, &ar, &rs, &PyType_Type, &direct, &PyType_Type, &topo, &PyType_Type,
-                          &hd))
+    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo, *hd, *su;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!O!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type,
+                          &phase, &PyType_Type, &dataset, &ar, &rs, &PyType_Type, &direct, &PyType_Type, &topo,
+                          &PyType_Type, &hd, &PyType_Type, &su))
         return NULL;
-    Py_ssize_t a[A_N], s[S_N], pa, dl, d[D_N], t[T_N], h[H_N], check;
+    Py_ssize_t a[A_N], s[S_N], pa, dl, d[D_N], t[T_N], h[H_N], check, ss[SS_N], ph[PH_N], ds[DS_N], u[SU_N];
+    for (int i = 0; i < SS_N; i++)
+        if (slot_offset((PyTypeObject *)stream, sched_stream_slots[i], &ss[i]) < 0) return NULL;
+    for (int i = 0; i < PH_N; i++)
+        if (slot_offset((PyTypeObject *)phase, phase_slots[i], &ph[i]) < 0) return NULL;
+    for (int i = 0; i < DS_N; i++)
+        if (slot_offset((PyTypeObject *)dataset, ds_slots[i], &ds[i]) < 0) return NULL;
+    for (int i = 0; i < SU_N; i++)
+        if (slot_offset((PyTypeObject *)su, su_slots[i], &u[i]) < 0) return NULL;
     for (int i = 0; i < A_N; i++) {
         if (slot_offset((PyTypeObject *)ring, algo_slots[i], &a[i]) < 0 ||
             slot_offset((PyTypeObject *)direct, algo_slots[i], &check) < 0)
@@ -967,6 +1461,11 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
     if (slot_offset((PyTypeObject *)phase, "algorithm", &pa) < 0 ||
         slot_offset((PyTypeObject *)dataset, "label", &dl) < 0)
         return NULL;
+    memcpy(ss_off, ss, sizeof ss);
+    memcpy(ph_off, ph, sizeof ph);
+    memcpy(ds_off, ds, sizeof ds);
+    memcpy(su_off, u, sizeof u);
+    Py_XSETREF(su_type, (PyTypeObject *)Py_NewRef(su));
     memcpy(algo_off, a, sizeof a);
     memcpy(direct_off, d, sizeof d);
     memcpy(hd_off, h, sizeof h);
@@ -989,7 +1488,7 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology, "
-     "HalvingDoubling)"},
+     "HalvingDoubling, SchedulerUnit)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -997,6 +1496,14 @@ static int exec_module(PyObject *m) {
     if (!empty_tuple) {
         if (!(empty_tuple = PyTuple_New(0)) || !(str_now = PyUnicode_InternFromString("now")) ||
             !(str_exit = PyUnicode_InternFromString("exit")) ||
+            !(str_fps = PyUnicode_InternFromString("first_phase_streams")) ||
+            !(str_trs = PyUnicode_InternFromString("total_running_streams")) ||
+            !(str_active_streams = PyUnicode_InternFromString("active_streams")) ||
+            !(str_ready_list = PyUnicode_InternFromString("ready_list")) ||
+            !(str_run_stream_init = PyUnicode_InternFromString("run_stream_init")) ||
+            !(str_init = PyUnicode_InternFromString("init")) ||
+            !(str_ring_batcher = PyUnicode_InternFromString("ring_batcher")) ||
+            !(str_notify_stream_finished = PyUnicode_InternFromString("notify_stream_finished")) ||
             !(str_run_general = PyUnicode_InternFromString("run_general")) ||
             !(str_on_packet_received = PyUnicode_InternFromString("on_packet_received")) ||
             !(str_note_zero_delay = PyUnicode_InternFromString("note_zero_delay")) ||

@@ -91,6 +91,13 @@ class Sys(RendezvousMixin, CollectiveGeneration):
             self.mem_bus_transfer = self._fast.mem_bus_transfer  # type: ignore[method-assign]
             self.collective_send_recv = self._fast.collective_send_recv  # type: ignore[method-assign]
             self._call_events = self._fast.call_events  # type: ignore[method-assign]
+            if type(self) is Sys and type(self.scheduler_unit) is SchedulerUnit:
+                # a stream's moves between phases and queues too, for every algorithm: the same
+                # steps as the methods below and SchedulerUnit's, on the same objects
+                self._fast.enable_scheduling(self.scheduler_unit, Sys.proceed_to_next_vnet_baseline)
+                self.proceed_to_next_vnet_baseline = self._fast.proceed  # type: ignore[method-assign]
+                self.schedule = self._fast.schedule  # type: ignore[method-assign]
+                self.insert_into_ready_list = self._fast.insert_into_ready_list  # type: ignore[method-assign]
 
     def collective_overhead_ns(self, size: int) -> int:
         """The once-per-collective cost of ``collective-fixed-delay`` and ``collective-copy-bw``

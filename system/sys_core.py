@@ -1,5 +1,5 @@
-"""The system layer's per-message path of ring, direct and halving-doubling in C
-(system/_sys_core.c), where pip install compiled it: ``SYS_CORE`` is that module, configured with
+"""The system layer's per-message path of ring, direct and halving-doubling in C, and the moves of
+every stream between its phases and queues (system/_sys_core.c), where pip install compiled it: ``SYS_CORE`` is that module, configured with
 the classes whose slots it reads, or None where the Python methods run (not compiled,
 ``DTSIM_PURE_PYTHON=1``, or compiled from other sources). ``Sys`` decides per run whether it
 applies (see ``Sys.__init__``); the results are the same either way, and tests hold the two to
@@ -21,10 +21,11 @@ def _load() -> ModuleType | None:
     from system.collective.halving_doubling import HalvingDoubling
     from system.collective.ring import Ring
     from system.logical_topology import RingTopology
+    from system.scheduler_unit import SchedulerUnit
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
     mod.configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER,
-                  AllToAll, RingTopology, HalvingDoubling)
+                  AllToAll, RingTopology, HalvingDoubling, SchedulerUnit)
     return mod
 
 

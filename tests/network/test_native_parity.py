@@ -1,5 +1,6 @@
 """The C code (the event queue, the congestion-aware links and the pairing in network/_event_core.c,
-_aware_links.c and _pairing.c; the system layer's ring path in system/_sys_core.c) against the
+_aware_links.c and _pairing.c; the system layer's ring path and its streams' moves between queues
+in system/_sys_core.c) against the
 Python classes and methods it replaces (DTSIM_PURE_PYTHON=1): on random workloads of the
 differential generator and on topology files, both give every rank's cycles, the event count,
 the bytes and the network statistics alike."""
@@ -28,9 +29,10 @@ from system.simulation import run_simulation
 from network.errors import InputError
 out = []
 for case in json.loads(sys.stdin.read()):
-    w, n, s, g, backend, symmetry, batching = case
+    w, n, s, g, backend, symmetry, batching, *queues = case
     try:
         r = run_simulation(w, n, s, backend=backend, comm_groups=g, symmetry=symmetry, batching=batching,
+                           num_queues_per_dim=queues[0] if queues else 1,
                            max_events=5_000_000)  # a side that loops fails fast
     except Exception as e:  # the same refusal on both sides is agreement too
         out.append({"error": type(e).__name__ + ": " + str(e).splitlines()[0]})
@@ -142,3 +144,44 @@ def test_topology_files_and_multi_dim_agree(tmp_path: Path) -> None:
     native, pure = _run(cases, pure=False), _run(cases, pure=True)
     assert sum("finish" not in r for r in native) == 2, native  # the "late" cases only
     assert native == pure
+
+
+def test_scheduling_knobs_agree(tmp_path: Path) -> None:
+    """The streams' moves between phases and queues (system/_sys_core.c: proceed, schedule, the
+    scheduler unit): LIFO, FIFO and explicit priorities, 1 to 3 active chunks per dimension, 1 and 2
+    queues per dimension, chunk counts, localBWAware and baseline phases on a 2-D network, a
+    dimension left out (involved_dim), the trees (their steps in Python, their moves in C), on
+    the irregular layout whose collectives overlap."""
+    from dtsim_tools.bench import _write_irregular
+    from workload.builder import GraphBuilder, write_collective_microbenchmark
+
+    sysj = json.loads((EXAMPLES / "system" / "Ring_4chunks.json").read_text())
+    net = tmp_path / "2d.yml"
+    net.write_text("topology: [Ring, Switch]\nnpus_count: [4, 4]\nbandwidth: [50, 25]\nlatency: [500, 700]\n")
+    d = tmp_path / "irregular"
+    d.mkdir()
+    irregular = _write_irregular(d, 16, tp=4, iterations=2)
+    ar = write_collective_microbenchmark(tmp_path / "ar", 16, "ALL_REDUCE", 3 << 20, shared=True)
+    b = GraphBuilder()  # concurrent collectives of several priorities, one on dimension 1 only
+    first = b.collective("ag dim 1", "ALL_GATHER", 1 << 20, involved_dim=[False, True], priority=3)
+    b.collective("ar low", "ALL_REDUCE", 3 << 20, priority=1)
+    b.collective("rs high", "REDUCE_SCATTER", 2 << 20, priority=7)
+    b.collective("ar after", "ALL_REDUCE", 1 << 20, deps=[first], priority=5)
+    dim1 = str(b.write(tmp_path / "mixed.et"))
+    cases = []
+    knobs = [("LIFO", 1, 4, "localBWAware", 1), ("FIFO", 2, 4, "baseline", 1), ("explicit", 3, 8, "localBWAware", 2),
+             ("FIFO", 1, 16, "localBWAware", 2), ("LIFO", 2, 2, "baseline", 2)]
+    for i, (policy, chunks, splits, opt, queues) in enumerate(knobs):
+        impl = ["ring", "doubleBinaryTree"] if i == 2 else ["halvingDoubling", "ring"] if i == 3 else ["ring", "ring"]
+        conf = {**sysj, "scheduling-policy": policy, "active-chunks-per-dimension": chunks,
+                "preferred-dataset-splits": splits, "collective-optimization": opt,
+                **{f"{c}-implementation": impl for c in ("all-reduce", "all-gather", "reduce-scatter")}}
+        cfg = tmp_path / f"sys{i}.json"
+        cfg.write_text(json.dumps(conf))
+        for w, g in ((irregular, str(d / "groups.json")), (ar, None), (dim1, None)):
+            for backend in ("congestion-aware", "congestion-unaware"):
+                cases.append([str(w), str(net), str(cfg), g, backend, False, False, queues])
+    native, pure = _run(cases, pure=False), _run(cases, pure=True)
+    assert sum("finish" in r for r in native) >= len(cases) - 6
+    for case, a, b in zip(cases, native, pure):
+        assert a == b, f"{case}: C {a} != Python {b}"

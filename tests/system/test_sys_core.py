@@ -72,13 +72,45 @@ def test_configure_refuses_classes_without_the_slots() -> None:
     from system.collective.halving_doubling import HalvingDoubling
     from system.collective.ring import Ring
     from system.logical_topology import RingTopology
+    from system.scheduler_unit import SchedulerUnit
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
-    for classes in ((NoSlots, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, HalvingDoubling),
-                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, NoSlots, RingTopology, HalvingDoubling),
-                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, NoSlots, HalvingDoubling),
-                    (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, NoSlots)):
+    good = (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, HalvingDoubling, SchedulerUnit)
+    for i in (0, 1, 2, 3, 6, 7, 8, 9):
         with pytest.raises((TypeError, AttributeError)):
-            SYS_CORE.configure(*classes)
+            SYS_CORE.configure(*good[:i], NoSlots, *good[i + 1:])
     # the module keeps its configuration: a Sys still takes the C path and runs
     assert isinstance(Sys(0, CongestionAwareBackend(NET), SystemConfig.default())._fast, SYS_CORE.SysFast)
+
+
+def _scheduling_in_c(s: Sys) -> bool:
+    fast = getattr(s, "_fast", None)
+    return fast is not None and s.proceed_to_next_vnet_baseline == fast.proceed and \
+        s.schedule == fast.schedule and s.insert_into_ready_list == fast.insert_into_ready_list
+
+
+@native
+def test_a_plain_sys_moves_its_streams_in_c_and_subclasses_keep_python() -> None:
+    """The streams' moves between phases and queues (Sys.proceed_to_next_vnet_baseline, schedule,
+    insert_into_ready_list and the SchedulerUnit's steps) run in C only for Sys and SchedulerUnit
+    themselves: a subclass's overrides must run."""
+    from system.scheduler_unit import SchedulerUnit
+
+    assert _scheduling_in_c(Sys(0, CongestionAwareBackend(NET), SystemConfig.default()))
+
+    class MySys(Sys):
+        pass
+
+    s = MySys(0, CongestionAwareBackend(NET), SystemConfig.default())
+    assert isinstance(s._fast, SYS_CORE.SysFast) and not _scheduling_in_c(s)
+    assert s.proceed_to_next_vnet_baseline.__func__ is Sys.proceed_to_next_vnet_baseline
+
+    class MyUnit(SchedulerUnit):
+        pass
+
+    with pytest.raises(TypeError):
+        Sys(0, CongestionAwareBackend(NET), SystemConfig.default())._fast.enable_scheduling(
+            MyUnit(s, [1], 1, 1, 1), Sys.proceed_to_next_vnet_baseline)
+    bare = SYS_CORE.SysFast(s, s.backend.clock_queue, {}, s.backend.schedule, s.backend.exchange, 0, 10, 1e9)
+    with pytest.raises(RuntimeError):  # not enabled: refused, not run half-configured
+        bare.schedule(1)
