@@ -57,8 +57,12 @@ class HalvingDoubling(PacketAlgorithm):
 
     def _check_pairing(self) -> None:
         """Refuse a ring size on which some step's partners do not pair up (N not a power of
-        two, except e.g. all-gather on 6): ASTRA-sim waits forever for the missing message."""
+        two, except e.g. all-gather on 6): ASTRA-sim waits forever for the missing message.
+        Every chunk of every collective asks again: what pairs once is remembered."""
         n, own = self.nodes_in_ring, self.topology.index_in_ring
+        key = (n, own, self.com_type, self.stream_count)
+        if key in _PAIRED:
+            return
         offset, multiplier = self.rank_offset, self.offset_multiplier
         for step in range(self.stream_count):
             partner = _partner_index(own, offset, n)
@@ -73,6 +77,7 @@ class HalvingDoubling(PacketAlgorithm):
             if offset == n and self.com_type is ComType.ALL_REDUCE:
                 multiplier = 0.5
                 offset = int(offset * multiplier)
+        _PAIRED.add(key)
 
     def _find_partner(self) -> None:
         """The node ``rank_offset`` places away, in the direction that pairs this NPU with it
@@ -108,6 +113,10 @@ class HalvingDoubling(PacketAlgorithm):
         self.sys.collective_send_recv(self.stream, partner, partner, size)
         self._message_sent()
         return True
+
+
+#: (ring size, position, collective, steps) whose partners pair up at every step
+_PAIRED: set[tuple] = set()
 
 
 def _partner_index(index: int, offset: int, n: int) -> int:

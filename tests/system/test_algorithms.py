@@ -193,6 +193,9 @@ def test_halving_doubling_refuses_rings_that_do_not_pair(tmp_path: Path) -> None
         _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "Ring", 6)
     # all-gather on 6 pairs up (offsets 3, 1) and runs, as in ASTRA-sim
     assert len(set(_run(tmp_path, pb.ALL_GATHER, "halvingDoubling", "Ring", 6))) == 1
+    # the check remembers what paired (halving_doubling._PAIRED), never what did not: refused again
+    with pytest.raises(InputError, match="does not pair up"):
+        _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "Ring", 6)
 
 
 # -- DoubleBinaryTree (DoubleBinaryTreeAllReduce.cc) --------------------------------------------
