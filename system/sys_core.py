@@ -1,9 +1,9 @@
 """The system layer's per-message path of ring, direct and halving-doubling in C, and the moves of
-every stream between its phases and queues (system/_sys_core.c), where pip install compiled it: ``SYS_CORE`` is that module, configured with
-the classes whose slots it reads, or None where the Python methods run (not compiled,
-``DTSIM_PURE_PYTHON=1``, or compiled from other sources). ``Sys`` decides per run whether it
-applies (see ``Sys.__init__``); the results are the same either way, and tests hold the two to
-every cycle."""
+every stream between its phases and queues (system/_sys_core.c), where pip install compiled it:
+``SYS_CORE`` is that module, configured with the classes whose slots it reads, or None where the
+Python methods run (not compiled, ``DTSIM_PURE_PYTHON=1``, or compiled from other sources).
+``Sys`` decides per run whether it applies (see ``Sys.__init__``); the results are the same
+either way, and tests hold the two to every cycle."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -51,13 +51,13 @@ def test_a_running_thread_is_waited_for() -> None:
 def test_the_cli_exits_with_its_code_and_whole_output(tmp_path: Path) -> None:
     ex = ROOT / "examples"
     report = tmp_path / "r.json"
-    r = subprocess.run([sys.executable, "-m", "system.main", "--workload", str(ex / "workload/all_reduce_8npus_1MB/all_reduce"),
-                        "--network", str(ex / "network/Ring_8npus.yml"), "--system", str(ex / "system/Ring_4chunks.json"),
-                        "--report", str(report)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    files = ["--network", str(ex / "network/Ring_8npus.yml"), "--system", str(ex / "system/Ring_4chunks.json")]
+    r = subprocess.run([sys.executable, "-m", "system.main", "--workload",
+                        str(ex / "workload/all_reduce_8npus_1MB/all_reduce"), *files, "--report", str(report)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("finished, 64440 cycles") == 8 and r.stdout.rstrip().endswith("wall")
     assert '"end_cycles": 64440' in report.read_text()
-    bad = subprocess.run([sys.executable, "-m", "system.main", "--workload", "nowhere", "--network",
-                          str(ex / "network/Ring_8npus.yml"), "--system", str(ex / "system/Ring_4chunks.json")],
+    bad = subprocess.run([sys.executable, "-m", "system.main", "--workload", "nowhere", *files],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")

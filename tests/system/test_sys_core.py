@@ -75,7 +75,8 @@ def test_configure_refuses_classes_without_the_slots() -> None:
     from system.scheduler_unit import SchedulerUnit
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
-    good = (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, HalvingDoubling, SchedulerUnit)
+    good = (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, HalvingDoubling,
+            SchedulerUnit)
     for i in (0, 1, 2, 3, 6, 7, 8, 9):
         with pytest.raises((TypeError, AttributeError)):
             SYS_CORE.configure(*good[:i], NoSlots, *good[i + 1:])
