@@ -67,12 +67,14 @@ def _topology_case(generator: dict, npus: int, size: int = 1 << 20, collective: 
             "collective": collective, "size": size, "extra": []}
 
 
-def _irregular_case(npus: int, kind: str = "Switch", backend: str = "congestion-aware", impl: str = "ring") -> dict:
+def _irregular_case(npus: int, kind: str = "Switch", backend: str = "congestion-aware", impl: str = "ring",
+                    dims: list[tuple[str, int]] | None = None) -> dict:
     """Issue 26's irregular layout: tp groups of 4 (ring all-reduce), each rank sending to its
     neighbour in the next tp group and receiving from the previous one, dp-group all-gathers,
     6 iterations, compute that differs per rank (whole µs, which ASTRA-sim reads): no shortcut
-    applies, every rank runs every message."""
-    return {"kind": "irregular", "dims": [(kind, npus)], "backend": backend, "impl": impl}
+    applies, every rank runs every message. ``dims`` instead of ``(kind, npus)``: a network of
+    several dimensions (congestion-unaware only: ASTRA-sim's aware binary takes one)."""
+    return {"kind": "irregular", "dims": dims or [(kind, npus)], "backend": backend, "impl": impl}
 
 
 def _write_irregular(d: Path, npus: int, tp: int = 4, iterations: int = 6) -> Path:
@@ -180,6 +182,10 @@ CASES: dict[str, dict] = {
     "irregular-switch512-aware": _irregular_case(512),
     "irregular-switch1024-aware": _irregular_case(1024),
     "irregular-switch256-unaware": _irregular_case(256, backend="congestion-unaware"),
+    # a tp group per Ring of 4, the dp groups across a Switch of 32: localBWAware runs each
+    # all-reduce as reduce-scatter, all-reduce and all-gather phases on the two dimensions
+    "irregular-ring4xswitch32-unaware": _irregular_case(128, backend="congestion-unaware",
+                                                        dims=[("Ring", 4), ("Switch", 32)]),
     "irregular-switch128-aware": _irregular_case(128),
     # the same layout where a tp ring's messages cross several links (Ring) or one direct link each
     "irregular-ring128-aware": _irregular_case(128, "Ring"),
