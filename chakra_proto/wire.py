@@ -9,7 +9,7 @@ integer protobuf would truncate, a bad UTF-8 string, a truncated message. The ca
 with protobuf itself, which also words the errors. tests/chakra_proto/test_wire.py compares the
 two on generated and mutated messages.
 
-Where pip install compiled chakra_proto/_wire_core.c, ``decode`` runs it (about 15x faster, the
+Where pip install compiled chakra_proto/_wire_core.c, ``decode`` runs it (about 10x faster, the
 same objects, the same declines); ``decode_python`` is this module's reader, the reference.
 """
 from __future__ import annotations

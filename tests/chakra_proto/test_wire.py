@@ -126,23 +126,29 @@ def test_generated_nodes_read_as_protobuf_reads_them(decode: Any) -> None:
         assert_same(ours, pb.Node.FromString(data), f"node {i}: ")
 
 
+def _mutate(rng: random.Random, message: bytes) -> bytes:
+    """1 to 3 random edits: a byte flipped, a byte inserted, the rest cut off."""
+    data = bytearray(message)
+    for _ in range(rng.randint(1, 3)):
+        op, pos = rng.random(), rng.randrange(len(data) + 1)
+        if op < 0.4 and pos < len(data):
+            data[pos] = rng.randrange(256)
+        elif op < 0.7:
+            data.insert(pos, rng.randrange(256))
+        else:
+            del data[pos:]
+    return bytes(data)
+
+
 def test_mutated_nodes_are_read_as_protobuf_reads_them_or_declined(decode: Any) -> None:
     rng = random.Random(7)
     accepted = 0
     for i in range(1500):
-        data = bytearray(_node(rng).SerializeToString())
-        for _ in range(rng.randint(1, 3)):
-            op, pos = rng.random(), rng.randrange(len(data) + 1)
-            if op < 0.4 and pos < len(data):
-                data[pos] = rng.randrange(256)
-            elif op < 0.7:
-                data.insert(pos, rng.randrange(256))
-            else:
-                del data[pos:]
-        ours, theirs = decode(bytes(data), wire.Node), _protobuf(bytes(data))
+        data = _mutate(rng, _node(rng).SerializeToString())
+        ours, theirs = decode(data, wire.Node), _protobuf(data)
         if ours is not None:
             accepted += 1
-            assert theirs is not None, f"mutation {i}: accepted what protobuf rejects: {bytes(data).hex()}"
+            assert theirs is not None, f"mutation {i}: accepted what protobuf rejects: {data.hex()}"
             assert_same(ours, theirs, f"mutation {i}: ")
     assert accepted > 100  # the property is not vacuous (1,500 mutations: about 130 read, the rest declined)
 
@@ -235,17 +241,9 @@ def test_c_and_python_readers_agree_on_every_message() -> None:
     rng = random.Random(20261202)
     cases: list[tuple[bytes, type]] = []
     for _ in range(600):
-        data = bytearray(_node(rng).SerializeToString())
-        cases.append((bytes(data), wire.Node))
-        for _ in range(rng.randint(1, 3)):
-            op, pos = rng.random(), rng.randrange(len(data) + 1)
-            if op < 0.4 and pos < len(data):
-                data[pos] = rng.randrange(256)
-            elif op < 0.7:
-                data.insert(pos, rng.randrange(256))
-            else:
-                del data[pos:]
-        cases.append((bytes(data), wire.Node))
+        data = _node(rng).SerializeToString()
+        cases.append((data, wire.Node))
+        cases.append((_mutate(rng, data), wire.Node))
         cases.append((bytes(rng.randrange(256) for _ in range(rng.randrange(12))), wire.Node))
     for _ in range(100):
         md = pb.GlobalMetadata(version=_value(rng, "string"))
