@@ -9,10 +9,16 @@
  * A message is base.py's list: [send callback, its args, receive callback, its args, arrived,
  * label, time sent, key, n-th of its key]. A channel (one key) counts its sends and receives and
  * keeps, first in first out, the messages still missing their other side.
+ *
+ * The channels live in a C hash table keyed by the four integers (tag, src, dst, size): a Python
+ * dict of tuples cost a tuple, a hash of four ints and a Channel object per message (about 8 %
+ * of a 128-rank run). A key beyond 64 bits goes to a Python dict of Channel objects instead, so
+ * every key Python accepts still pairs. ``_channels`` shows both as one dict (a snapshot).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 
 #include "_event_core.h"
 
@@ -25,16 +31,15 @@ static PyObject *str_transfer = NULL, *str_schedule = NULL, *str_now = NULL, *st
                 *str_dim_to_transfer = NULL;
 static PyTypeObject *channel_type = NULL;
 
-/* -- Channel ------------------------------------------------------------------------------------ */
+/* -- a channel's state ---------------------------------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
     Py_ssize_t sends, recvs;
     PyObject **q; /* waiting messages, a ring buffer */
     Py_ssize_t head, n, cap;
-} Channel;
+} ChanState;
 
-static int chan_push(Channel *c, PyObject *msg) {
+static int cs_push(ChanState *c, PyObject *msg) {
     if (c->n == c->cap) {
         Py_ssize_t cap = c->cap ? 2 * c->cap : 2;
         PyObject **q = PyMem_Malloc(cap * sizeof(PyObject *));
@@ -54,44 +59,67 @@ static int chan_push(Channel *c, PyObject *msg) {
 }
 
 /* a new reference; the caller knows the channel is not empty */
-static PyObject *chan_pop(Channel *c) {
+static PyObject *cs_pop(ChanState *c) {
     PyObject *m = c->q[c->head];
     c->head = (c->head + 1) % c->cap;
     c->n--;
     return m;
 }
 
+static void cs_clear(ChanState *c) {
+    while (c->n) {
+        PyObject *m = cs_pop(c);
+        Py_DECREF(m);
+    }
+}
+
+static int cs_traverse(ChanState *c, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < c->n; i++) Py_VISIT(c->q[(c->head + i) % c->cap]);
+    return 0;
+}
+
+static int cs_copy(ChanState *to, const ChanState *from) {
+    to->sends = from->sends;
+    to->recvs = from->recvs;
+    for (Py_ssize_t i = 0; i < from->n; i++)
+        if (cs_push(to, from->q[(from->head + i) % from->cap]) < 0) return -1;
+    return 0;
+}
+
+/* -- Channel: a channel as a Python object (the reference's PyChannel; the overflow dict's values) -- */
+
+typedef struct {
+    PyObject_HEAD
+    ChanState s;
+} Channel;
+
 static PyObject *Channel_push(Channel *c, PyObject *msg) {
-    if (chan_push(c, msg) < 0) return NULL;
+    if (cs_push(&c->s, msg) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *Channel_pop(Channel *c, PyObject *Py_UNUSED(ignored)) {
-    if (!c->n) {
+    if (!c->s.n) {
         PyErr_SetString(PyExc_IndexError, "pop from an empty channel");
         return NULL;
     }
-    return chan_pop(c);
+    return cs_pop(&c->s);
 }
 
 static PyObject *Channel_get_waiting(Channel *c, void *Py_UNUSED(closure)) {
-    PyObject *t = PyTuple_New(c->n);
+    PyObject *t = PyTuple_New(c->s.n);
     if (!t) return NULL;
-    for (Py_ssize_t i = 0; i < c->n; i++) PyTuple_SET_ITEM(t, i, Py_NewRef(c->q[(c->head + i) % c->cap]));
+    for (Py_ssize_t i = 0; i < c->s.n; i++) PyTuple_SET_ITEM(t, i, Py_NewRef(c->s.q[(c->s.head + i) % c->s.cap]));
     return t;
 }
 
 static int Channel_traverse(Channel *c, visitproc visit, void *arg) {
-    for (Py_ssize_t i = 0; i < c->n; i++) Py_VISIT(c->q[(c->head + i) % c->cap]);
     Py_VISIT(Py_TYPE(c));
-    return 0;
+    return cs_traverse(&c->s, visit, arg);
 }
 
 static int Channel_clear(Channel *c) {
-    while (c->n) {
-        PyObject *m = chan_pop(c);
-        Py_DECREF(m);
-    }
+    cs_clear(&c->s);
     return 0;
 }
 
@@ -99,7 +127,7 @@ static void Channel_dealloc(Channel *c) {
     PyTypeObject *tp = Py_TYPE(c);
     PyObject_GC_UnTrack(c);
     Channel_clear(c);
-    PyMem_Free(c->q);
+    PyMem_Free(c->s.q);
     tp->tp_free((PyObject *)c);
     Py_DECREF(tp);
 }
@@ -111,8 +139,8 @@ static PyMethodDef Channel_methods[] = {
 };
 
 static PyMemberDef Channel_members[] = {
-    {"sends", T_PYSSIZET, offsetof(Channel, sends), 0, NULL},
-    {"recvs", T_PYSSIZET, offsetof(Channel, recvs), 0, NULL},
+    {"sends", T_PYSSIZET, offsetof(Channel, s.sends), 0, NULL},
+    {"recvs", T_PYSSIZET, offsetof(Channel, s.recvs), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -140,17 +168,225 @@ static PyType_Spec Channel_spec = {
     .slots = Channel_slots,
 };
 
+/* -- the channel table: (tag, src, dst, size) -> ChanState, open addressing, linear probing ---------- */
+
+typedef struct {
+    long long k[4];
+    uint64_t hash;
+    ChanState *st; /* NULL: a free slot */
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t mask; /* capacity - 1; capacity a power of two, or 0 slots */
+    size_t used;
+    ChanState *spare[64]; /* freed states, their buffers kept: a key is often used once */
+    int n_spare;
+} ChanMap;
+
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static inline uint64_t key_hash(const long long k[4]) {
+    uint64_t h = mix64((uint64_t)k[0] + 0x9e3779b97f4a7c15ULL);
+    h = mix64(h ^ (uint64_t)k[1]);
+    h = mix64(h ^ (uint64_t)k[2]);
+    return mix64(h ^ (uint64_t)k[3]);
+}
+
+static inline int key_eq(const long long a[4], const long long b[4]) {
+    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* the slot holding k, or the free slot where it would go */
+static Slot *map_probe(ChanMap *m, const long long k[4], uint64_t h) {
+    size_t i = (size_t)h & m->mask;
+    for (;;) {
+        Slot *s = &m->slots[i];
+        if (!s->st || (s->hash == h && key_eq(s->k, k))) return s;
+        i = (i + 1) & m->mask;
+    }
+}
+
+static int map_grow(ChanMap *m) {
+    size_t cap = m->slots ? 2 * (m->mask + 1) : 64;
+    Slot *old = m->slots;
+    size_t old_cap = old ? m->mask + 1 : 0;
+    Slot *slots = PyMem_Calloc(cap, sizeof(Slot));
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->slots = slots;
+    m->mask = cap - 1;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].st) *map_probe(m, old[i].k, old[i].hash) = old[i];
+    PyMem_Free(old);
+    return 0;
+}
+
+static ChanState *state_new(ChanMap *m) {
+    if (m->n_spare) return m->spare[--m->n_spare];
+    ChanState *st = PyMem_Calloc(1, sizeof(ChanState));
+    if (!st) PyErr_NoMemory();
+    return st;
+}
+
+static void state_free(ChanMap *m, ChanState *st) {
+    cs_clear(st);
+    st->sends = st->recvs = 0;
+    st->head = 0;
+    if (m->n_spare < (int)(sizeof m->spare / sizeof m->spare[0])) {
+        m->spare[m->n_spare++] = st;
+        return;
+    }
+    PyMem_Free(st->q);
+    PyMem_Free(st);
+}
+
+/* k's state, created empty if new */
+static ChanState *map_get(ChanMap *m, const long long k[4]) {
+    if (2 * (m->used + 1) > (m->slots ? m->mask + 1 : 0) && map_grow(m) < 0) return NULL;
+    uint64_t h = key_hash(k);
+    Slot *s = map_probe(m, k, h);
+    if (s->st) return s->st;
+    ChanState *st = state_new(m);
+    if (!st) return NULL;
+    memcpy(s->k, k, sizeof s->k);
+    s->hash = h;
+    s->st = st;
+    m->used++;
+    return st;
+}
+
+/* k forgotten if every send met its receive (the reference's ``del channels[key]``); the slots
+ * after it move back so that probing needs no tombstones */
+static void map_forget_if_paired(ChanMap *m, const long long k[4]) {
+    if (!m->slots) return;
+    Slot *s = map_probe(m, k, key_hash(k));
+    if (!s->st || s->st->sends != s->st->recvs || s->st->n) return;
+    state_free(m, s->st);
+    s->st = NULL;
+    m->used--;
+    size_t i = (size_t)(s - m->slots), j = i;
+    for (;;) {
+        j = (j + 1) & m->mask;
+        Slot *t = &m->slots[j];
+        if (!t->st) return;
+        size_t home = (size_t)t->hash & m->mask;
+        /* t stays if its home lies cyclically in (i, j] */
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            m->slots[i] = *t;
+            t->st = NULL;
+            i = j;
+        }
+    }
+}
+
+static void map_clear(ChanMap *m) {
+    for (size_t i = 0; m->slots && i <= m->mask; i++)
+        if (m->slots[i].st) {
+            ChanState *st = m->slots[i].st;
+            m->slots[i].st = NULL;
+            cs_clear(st);
+            PyMem_Free(st->q);
+            PyMem_Free(st);
+        }
+    m->used = 0;
+}
+
+static void map_free(ChanMap *m) {
+    map_clear(m);
+    PyMem_Free(m->slots);
+    m->slots = NULL;
+    m->mask = 0;
+    while (m->n_spare) {
+        ChanState *st = m->spare[--m->n_spare];
+        PyMem_Free(st->q);
+        PyMem_Free(st);
+    }
+}
+
 /* -- Pairing ------------------------------------------------------------------------------------ */
 
 typedef struct {
     PyObject_HEAD
-    PyObject *channels;     /* dict: (tag, src, dst, size) -> Channel */
+    ChanMap map;
+    PyObject *overflow;     /* dict: (tag, src, dst, size) -> Channel, for keys beyond 64 bits */
     PyObject *queue;        /* the event queue */
     PyObject *bytes_per_dim; /* list of ints */
     PyObject *dim_cache;    /* dict: (src, dst) -> dimension */
     char one_dim;
     long long messages, bytes_sent, bytes_received;
 } Pairing;
+
+/* A channel found for one send or receive: a table state (k set) or an overflow Channel (key set). */
+typedef struct {
+    ChanState *st;
+    long long k[4];
+    PyObject *key; /* the overflow dict's key, a new reference; NULL for the table */
+} ChanRef;
+
+/* 1: all four fit in 64 bits (k set); 0: one does not; -1: error (not an integer) */
+static int key_ints(PyObject *const parts[4], long long k[4]) {
+    for (int i = 0; i < 4; i++) {
+        if (!PyLong_Check(parts[i])) {
+            PyErr_Format(PyExc_TypeError, "a pairing key's tag, ranks and size are integers, not %.80s",
+                         Py_TYPE(parts[i])->tp_name);
+            return -1;
+        }
+        int overflow;
+        k[i] = PyLong_AsLongLongAndOverflow(parts[i], &overflow);
+        if (overflow) return 0;
+        if (k[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 1;
+}
+
+static int chan_get(Pairing *p, PyObject *tag, PyObject *src, PyObject *dst, PyObject *size, ChanRef *r) {
+    PyObject *parts[4] = {tag, src, dst, size};
+    r->key = NULL;
+    int fits = key_ints(parts, r->k);
+    if (fits < 0) return -1;
+    if (fits) {
+        r->st = map_get(&p->map, r->k);
+        return r->st ? 0 : -1;
+    }
+    if (!p->overflow && !(p->overflow = PyDict_New())) return -1;
+    PyObject *key = PyTuple_Pack(4, tag, src, dst, size);
+    if (!key) return -1;
+    PyObject *ch = PyDict_GetItemWithError(p->overflow, key);
+    if (!ch) {
+        if (PyErr_Occurred() || !(ch = PyType_GenericNew(channel_type, NULL, NULL))) goto fail;
+        int rc = PyDict_SetItem(p->overflow, key, ch);
+        Py_DECREF(ch); /* the dict holds it */
+        if (rc < 0) goto fail;
+    }
+    r->st = &((Channel *)ch)->s;
+    r->key = key;
+    return 0;
+fail:
+    Py_DECREF(key);
+    return -1;
+}
+
+static int chan_forget_if_paired(Pairing *p, ChanRef *r) {
+    if (!r->key) {
+        map_forget_if_paired(&p->map, r->k);
+        return 0;
+    }
+    PyObject *ch = PyDict_GetItemWithError(p->overflow, r->key);
+    if (!ch) return PyErr_Occurred() ? -1 : 0;
+    ChanState *st = &((Channel *)ch)->s;
+    return (st->sends == st->recvs && !st->n) ? PyDict_DelItem(p->overflow, r->key) : 0;
+}
 
 static int queue_now(Pairing *p, long long *now) {
     if (p->queue && PyObject_TypeCheck(p->queue, dtsim_core_type)) {
@@ -168,31 +404,33 @@ static int queue_now(Pairing *p, long long *now) {
     return (*now == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* queue.schedule(0, cb, arg) */
-static int schedule_now(Pairing *p, PyObject *cb, PyObject *arg) {
-    PyObject *args = PyTuple_Pack(1, arg);
-    if (!args) return -1;
-    int r;
+/* queue.schedule(0, cb, *args) */
+static int schedule_now(Pairing *p, PyObject *cb, PyObject *args) {
     if (PyObject_TypeCheck(p->queue, dtsim_core_type) &&
-        Py_TYPE(p->queue)->tp_base == dtsim_core_type) { /* EventQueue: Core's schedule, not overridden */
-        r = dtsim_push_event((Queue *)p->queue, 0, cb, args);
-    } else {
-        PyObject *zero = PyLong_FromLong(0);
-        PyObject *res = zero ? PyObject_CallMethodObjArgs(p->queue, str_schedule, zero, cb, arg, NULL) : NULL;
-        Py_XDECREF(zero);
-        r = res ? 0 : -1;
-        Py_XDECREF(res);
-    }
-    Py_DECREF(args);
-    return r;
+        Py_TYPE(p->queue)->tp_base == dtsim_core_type) /* EventQueue: Core's schedule, not overridden */
+        return dtsim_push_event((Queue *)p->queue, 0, cb, args);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *call = PyTuple_New(n + 2);
+    if (!call) return -1;
+    PyTuple_SET_ITEM(call, 0, PyLong_FromLong(0));
+    PyTuple_SET_ITEM(call, 1, Py_NewRef(cb));
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(call, i + 2, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    PyObject *meth = PyTuple_GET_ITEM(call, 0) ? PyObject_GetAttr(p->queue, str_schedule) : NULL;
+    PyObject *res = meth ? PyObject_Call(meth, call, NULL) : NULL;
+    Py_XDECREF(meth);
+    Py_DECREF(call);
+    Py_XDECREF(res);
+    return res ? 0 : -1;
 }
 
-static PyObject *new_message(PyObject *label, PyObject *key, Py_ssize_t nth) {
+static PyObject *new_message(PyObject *label, ChanRef *r, PyObject *const parts[4], Py_ssize_t nth) {
+    PyObject *key = r->key ? Py_NewRef(r->key) : PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+    if (!key) return NULL;
     PyObject *m = PyList_New(MSG_LEN);
-    if (!m) return NULL;
-    PyObject *n = PyLong_FromSsize_t(nth);
+    PyObject *n = m ? PyLong_FromSsize_t(nth) : NULL;
     if (!n) {
-        Py_DECREF(m);
+        Py_XDECREF(m);
+        Py_DECREF(key);
         return NULL;
     }
     PyList_SET_ITEM(m, SEND_CB, Py_NewRef(noop));
@@ -202,27 +440,9 @@ static PyObject *new_message(PyObject *label, PyObject *key, Py_ssize_t nth) {
     PyList_SET_ITEM(m, ARRIVED, Py_NewRef(Py_False));
     PyList_SET_ITEM(m, LABEL, Py_NewRef(label));
     PyList_SET_ITEM(m, SENT_AT, Py_NewRef(Py_None));
-    PyList_SET_ITEM(m, KEY, Py_NewRef(key));
+    PyList_SET_ITEM(m, KEY, key);
     PyList_SET_ITEM(m, NTH, n);
     return m;
-}
-
-/* the key's channel (created if new), borrowed from the dict */
-static Channel *channel_for(Pairing *p, PyObject *key) {
-    PyObject *ch = PyDict_GetItemWithError(p->channels, key);
-    if (ch) {
-        if (!Py_IS_TYPE(ch, channel_type)) {
-            PyErr_SetString(PyExc_TypeError, "a pairing channel is not a Channel");
-            return NULL;
-        }
-        return (Channel *)ch;
-    }
-    if (PyErr_Occurred()) return NULL;
-    ch = PyType_GenericNew(channel_type, NULL, NULL);
-    if (!ch) return NULL;
-    int r = PyDict_SetItem(p->channels, key, ch);
-    Py_DECREF(ch); /* the dict holds it */
-    return r < 0 ? NULL : (Channel *)ch;
 }
 
 /* label and the message's label both set and different: MessageMismatchError(src, dst, a, b) */
@@ -251,6 +471,10 @@ static int add_bytes(PyObject *list, Py_ssize_t i, PyObject *size) {
 /* bytes_per_dim[dimension of me -> dst] += size */
 static int count_dim(Pairing *p, PyObject *me, PyObject *dst, PyObject *size) {
     if (p->one_dim) return add_bytes(p->bytes_per_dim, 0, size);
+    if (!p->dim_cache || !PyDict_Check(p->dim_cache)) {
+        PyErr_SetString(PyExc_TypeError, "the backend's _dim_cache is not a dict");
+        return -1;
+    }
     PyObject *pair = PyTuple_Pack(2, me, dst);
     if (!pair) return -1;
     PyObject *dim = PyDict_GetItemWithError(p->dim_cache, pair);
@@ -276,6 +500,81 @@ fail:
     return -1;
 }
 
+/* The send half of a step (base.py PyPairing._post_send): the message, a new reference, with its
+ * time sent and the counters booked. */
+static PyObject *post_send(Pairing *p, PyObject *src, PyObject *dst, PyObject *size, PyObject *tag,
+                           PyObject *label) {
+    long long nbytes = PyLong_AsLongLong(size);
+    if (nbytes == -1 && PyErr_Occurred()) return NULL;
+    PyObject *parts[4] = {tag, src, dst, size}, *msg;
+    ChanRef r;
+    if (chan_get(p, tag, src, dst, size, &r) < 0) return NULL;
+    ChanState *ch = r.st;
+    ch->sends++;
+    if (ch->recvs >= ch->sends) { /* its receive is waiting */
+        msg = cs_pop(ch);
+        if (check_labels(label, PyList_GET_ITEM(msg, LABEL), src, dst) < 0) goto fail;
+        if (chan_forget_if_paired(p, &r) < 0) goto fail; /* all paired: tags are often used once */
+    } else {
+        if (!(msg = new_message(label, &r, parts, ch->sends))) goto fail_key;
+        if (cs_push(ch, msg) < 0) goto fail;
+    }
+    Py_CLEAR(r.key);
+    long long now;
+    if (queue_now(p, &now) < 0) goto fail;
+    PyObject *t = PyLong_FromLongLong(now);
+    if (!t) goto fail;
+    PyList_SetItem(msg, SENT_AT, t);
+    p->messages++;
+    p->bytes_sent += nbytes;
+    if (count_dim(p, src, dst, size) < 0) goto fail;
+    return msg;
+fail:
+    Py_DECREF(msg);
+fail_key:
+    Py_XDECREF(r.key);
+    return NULL;
+}
+
+/* The receive half (base.py PyPairing._post_recv): callback(*args) when the message is in. */
+static int post_recv(Pairing *p, PyObject *dst, PyObject *src, PyObject *size, PyObject *tag, PyObject *label,
+                     PyObject *callback, PyObject *args) {
+    PyObject *parts[4] = {tag, src, dst, size}, *msg;
+    ChanRef r;
+    if (chan_get(p, tag, src, dst, size, &r) < 0) return -1;
+    ChanState *ch = r.st;
+    ch->recvs++;
+    if (ch->sends >= ch->recvs) { /* its send was issued */
+        msg = cs_pop(ch);
+        if (check_labels(PyList_GET_ITEM(msg, LABEL), label, src, dst) < 0) goto fail;
+        if (chan_forget_if_paired(p, &r) < 0) goto fail;
+        Py_CLEAR(r.key);
+        int arrived = PyObject_IsTrue(PyList_GET_ITEM(msg, ARRIVED));
+        if (arrived < 0) goto fail;
+        if (arrived) {
+            long long nbytes = PyLong_AsLongLong(size);
+            if (nbytes == -1 && PyErr_Occurred()) goto fail;
+            p->bytes_received += nbytes;
+            int rc = schedule_now(p, callback, args);
+            Py_DECREF(msg);
+            return rc;
+        }
+    } else {
+        if (!(msg = new_message(label, &r, parts, ch->recvs))) goto fail_key;
+        Py_CLEAR(r.key);
+        if (cs_push(ch, msg) < 0) goto fail;
+    }
+    PyList_SetItem(msg, RECV_CB, Py_NewRef(callback));
+    PyList_SetItem(msg, RECV_ARGS, Py_NewRef(args));
+    Py_DECREF(msg);
+    return 0;
+fail:
+    Py_DECREF(msg);
+fail_key:
+    Py_XDECREF(r.key);
+    return -1;
+}
+
 /* exchange(me, dst, src, size_bytes, tag, label, callback, arg): base.py PyPairing.exchange */
 static PyObject *Pairing_exchange(Pairing *p, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) {
@@ -284,76 +583,38 @@ static PyObject *Pairing_exchange(Pairing *p, PyObject *const *args, Py_ssize_t 
     }
     PyObject *me = args[0], *dst = args[1], *src = args[2], *size = args[3], *tag = args[4], *label = args[5],
              *callback = args[6], *arg = args[7];
-    long long nbytes = PyLong_AsLongLong(size);
-    if (nbytes == -1 && PyErr_Occurred()) return NULL;
-    if (!p->channels || !PyDict_Check(p->channels)) {
-        PyErr_SetString(PyExc_TypeError, "the backend's _channels is not a dict");
+    PyObject *msg = post_send(p, me, dst, size, tag, label);
+    if (!msg) return NULL;
+    PyObject *targs[] = {(PyObject *)p, me, dst, size, msg};
+    PyObject *r = PyObject_VectorcallMethod(str_transfer, targs, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(msg);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    PyObject *rargs = PyTuple_Pack(1, arg);
+    if (!rargs) return NULL;
+    int rc = post_recv(p, me, src, size, tag, label, callback, rargs);
+    Py_DECREF(rargs);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _post_send(src, dst, size_bytes, tag, label) -> the message */
+static PyObject *Pairing_post_send(Pairing *p, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_post_send(src, dst, size_bytes, tag, label)");
         return NULL;
     }
-    PyObject *msg = NULL, *key = NULL, *r;
+    return post_send(p, args[0], args[1], args[2], args[3], args[4]);
+}
 
-    /* the send */
-    key = PyTuple_Pack(4, tag, me, dst, size);
-    if (!key) return NULL;
-    Channel *ch = channel_for(p, key);
-    if (!ch) goto fail;
-    ch->sends++;
-    if (ch->recvs >= ch->sends) { /* its receive is waiting */
-        msg = chan_pop(ch);
-        if (check_labels(label, PyList_GET_ITEM(msg, LABEL), me, dst) < 0) goto fail;
-        if (ch->recvs == ch->sends && PyDict_DelItem(p->channels, key) < 0) goto fail; /* all paired */
-    } else {
-        if (!(msg = new_message(label, key, ch->sends)) || chan_push(ch, msg) < 0) goto fail;
+/* _post_recv(dst, src, size_bytes, tag, label, callback, args) */
+static PyObject *Pairing_post_recv(Pairing *p, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyTuple_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "_post_recv(dst, src, size_bytes, tag, label, callback, args: tuple)");
+        return NULL;
     }
-    long long now;
-    if (queue_now(p, &now) < 0) goto fail;
-    PyObject *t = PyLong_FromLongLong(now);
-    if (!t) goto fail;
-    PyList_SetItem(msg, SENT_AT, t);
-    p->messages++;
-    p->bytes_sent += nbytes;
-    if (count_dim(p, me, dst, size) < 0) goto fail;
-    {
-        PyObject *targs[] = {(PyObject *)p, me, dst, size, msg};
-        r = PyObject_VectorcallMethod(str_transfer, targs, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    }
-    if (!r) goto fail;
-    Py_DECREF(r);
-    Py_CLEAR(msg);
-    Py_CLEAR(key);
-
-    /* the receive */
-    key = PyTuple_Pack(4, tag, src, me, size);
-    if (!key) return NULL;
-    if (!(ch = channel_for(p, key))) goto fail;
-    ch->recvs++;
-    if (ch->sends >= ch->recvs) { /* its send was issued */
-        msg = chan_pop(ch);
-        if (check_labels(PyList_GET_ITEM(msg, LABEL), label, src, me) < 0) goto fail;
-        if (ch->recvs == ch->sends && PyDict_DelItem(p->channels, key) < 0) goto fail;
-        int arrived = PyObject_IsTrue(PyList_GET_ITEM(msg, ARRIVED));
-        if (arrived < 0) goto fail;
-        if (arrived) {
-            p->bytes_received += nbytes;
-            if (schedule_now(p, callback, arg) < 0) goto fail;
-            Py_DECREF(msg);
-            Py_DECREF(key);
-            Py_RETURN_NONE;
-        }
-    } else {
-        if (!(msg = new_message(label, key, ch->recvs)) || chan_push(ch, msg) < 0) goto fail;
-    }
-    PyObject *rargs = PyTuple_Pack(1, arg);
-    if (!rargs) goto fail;
-    PyList_SetItem(msg, RECV_CB, Py_NewRef(callback));
-    PyList_SetItem(msg, RECV_ARGS, rargs);
-    Py_DECREF(msg);
-    Py_DECREF(key);
+    if (post_recv(p, args[0], args[1], args[2], args[3], args[4], args[5], args[6]) < 0) return NULL;
     Py_RETURN_NONE;
-fail:
-    Py_XDECREF(msg);
-    Py_XDECREF(key);
-    return NULL;
 }
 
 /* _on_arrival(msg): the sender's callback, then the receiver's if posted (base.py) */
@@ -406,8 +667,60 @@ fail:
     return NULL;
 }
 
+/* _channels: every channel with a send or receive still unpaired, as {(tag, src, dst, size): Channel}
+ * (copies: the table is C's). Setting it replaces them all (a backend starts with {}). */
+static PyObject *Pairing_get_channels(Pairing *p, void *Py_UNUSED(closure)) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (size_t i = 0; p->map.slots && i <= p->map.mask; i++) {
+        Slot *s = &p->map.slots[i];
+        if (!s->st) continue;
+        PyObject *key = Py_BuildValue("(LLLL)", s->k[0], s->k[1], s->k[2], s->k[3]);
+        Channel *ch = key ? (Channel *)PyType_GenericNew(channel_type, NULL, NULL) : NULL;
+        int rc = ch ? cs_copy(&ch->s, s->st) : -1;
+        if (rc == 0) rc = PyDict_SetItem(d, key, (PyObject *)ch);
+        Py_XDECREF(key);
+        Py_XDECREF(ch);
+        if (rc < 0) goto fail;
+    }
+    if (p->overflow && PyDict_Update(d, p->overflow) < 0) goto fail;
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static int Pairing_set_channels(Pairing *p, PyObject *value, void *Py_UNUSED(closure)) {
+    if (!value || !PyDict_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "_channels is set to a dict {(tag, src, dst, size): Channel}");
+        return -1;
+    }
+    map_clear(&p->map);
+    Py_CLEAR(p->overflow);
+    PyObject *key, *ch;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(value, &pos, &key, &ch)) {
+        if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 4 || !Py_IS_TYPE(ch, channel_type)) {
+            PyErr_SetString(PyExc_TypeError, "_channels maps (tag, src, dst, size) to Channel");
+            return -1;
+        }
+        ChanRef r;
+        PyObject **parts = &PyTuple_GET_ITEM(key, 0);
+        if (chan_get(p, parts[0], parts[1], parts[2], parts[3], &r) < 0) return -1;
+        Py_XDECREF(r.key);
+        cs_clear(r.st);
+        if (cs_copy(r.st, &((Channel *)ch)->s) < 0) return -1;
+    }
+    return 0;
+}
+
 static int Pairing_traverse(Pairing *p, visitproc visit, void *arg) {
-    Py_VISIT(p->channels);
+    for (size_t i = 0; p->map.slots && i <= p->map.mask; i++)
+        if (p->map.slots[i].st) {
+            int r = cs_traverse(p->map.slots[i].st, visit, arg);
+            if (r) return r;
+        }
+    Py_VISIT(p->overflow);
     Py_VISIT(p->queue);
     Py_VISIT(p->bytes_per_dim);
     Py_VISIT(p->dim_cache);
@@ -416,7 +729,8 @@ static int Pairing_traverse(Pairing *p, visitproc visit, void *arg) {
 }
 
 static int Pairing_clear(Pairing *p) {
-    Py_CLEAR(p->channels);
+    map_clear(&p->map);
+    Py_CLEAR(p->overflow);
     Py_CLEAR(p->queue);
     Py_CLEAR(p->bytes_per_dim);
     Py_CLEAR(p->dim_cache);
@@ -427,6 +741,7 @@ static void Pairing_dealloc(Pairing *p) {
     PyTypeObject *tp = Py_TYPE(p);
     PyObject_GC_UnTrack(p);
     Pairing_clear(p);
+    map_free(&p->map);
     tp->tp_free((PyObject *)p);
     Py_DECREF(tp);
 }
@@ -434,12 +749,21 @@ static void Pairing_dealloc(Pairing *p) {
 static PyMethodDef Pairing_methods[] = {
     {"exchange", (PyCFunction)(void (*)(void))Pairing_exchange, METH_FASTCALL,
      "exchange(me, dst, src, size_bytes, tag, label, callback, arg): send to dst, then receive from src"},
+    {"_post_send", (PyCFunction)(void (*)(void))Pairing_post_send, METH_FASTCALL,
+     "_post_send(src, dst, size_bytes, tag, label): a send paired or queued; its message"},
+    {"_post_recv", (PyCFunction)(void (*)(void))Pairing_post_recv, METH_FASTCALL,
+     "_post_recv(dst, src, size_bytes, tag, label, callback, args): a receive paired or queued"},
     {"_on_arrival", (PyCFunction)Pairing_on_arrival, METH_O, "a message delivered: its callbacks"},
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef Pairing_getset[] = {
+    {"_channels", (getter)Pairing_get_channels, (setter)Pairing_set_channels,
+     "the unpaired channels, {(tag, src, dst, size): Channel} (a snapshot)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMemberDef Pairing_members[] = {
-    {"_channels", T_OBJECT, offsetof(Pairing, channels), 0, NULL},
     {"queue", T_OBJECT, offsetof(Pairing, queue), 0, NULL},
     {"bytes_per_dim", T_OBJECT, offsetof(Pairing, bytes_per_dim), 0, NULL},
     {"_dim_cache", T_OBJECT, offsetof(Pairing, dim_cache), 0, NULL},
@@ -458,6 +782,7 @@ static PyType_Slot Pairing_slots[] = {
     {Py_tp_clear, Pairing_clear},
     {Py_tp_methods, Pairing_methods},
     {Py_tp_members, Pairing_members},
+    {Py_tp_getset, Pairing_getset},
     {0, NULL},
 };
 

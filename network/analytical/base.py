@@ -57,8 +57,9 @@ class PyChannel:
 
 
 class PyPairing:
-    """The pairing's hot path, the reference for network/_pairing.c (which runs it where it is
-    compiled): ``exchange``, one collective step, and ``_on_arrival``, a message delivered."""
+    """The pairing, the reference for network/_pairing.c (which runs it where it is compiled):
+    ``exchange``, one collective step; ``_post_send`` and ``_post_recv``, a send or a receive
+    paired or queued; ``_on_arrival``, a message delivered."""
 
     def exchange(self, me: int, dst: int, src: int, size_bytes: int, tag: int, label: object,
                  callback: Callback, arg: object) -> None:
@@ -125,6 +126,57 @@ class PyPairing:
         else:
             msg[ARRIVED] = True
 
+    def _post_send(self, src: int, dst: int, size_bytes: int, tag: int, label: object) -> Message:
+        key = (tag, src, dst, size_bytes)
+        ch = self._channels.get(key)
+        if ch is None:
+            ch = self._channels[key] = _Channel()
+        ch.sends += 1
+        if ch.recvs >= ch.sends:  # its receive is waiting
+            msg = ch.pop()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, dst, label, msg[LABEL])
+            if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
+                del self._channels[key]
+        else:
+            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
+            ch.push(msg)
+        msg[SENT_AT] = self.queue.now
+        self.messages += 1
+        self.bytes_sent += size_bytes
+        if self._one_dim:
+            self.bytes_per_dim[0] += size_bytes
+        else:
+            pair = (src, dst)
+            dim = self._dim_cache.get(pair)
+            if dim is None:
+                dim = self._dim_cache[pair] = self.topology.dim_to_transfer(src, dst)
+            self.bytes_per_dim[dim] += size_bytes
+        return msg
+
+    def _post_recv(self, dst: int, src: int, size_bytes: int, tag: int, label: object,
+                   callback: Callback, args: tuple) -> None:
+        key = (tag, src, dst, size_bytes)
+        ch = self._channels.get(key)
+        if ch is None:
+            ch = self._channels[key] = _Channel()
+        ch.recvs += 1
+        if ch.sends >= ch.recvs:  # its send was issued
+            msg = ch.pop()
+            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
+                raise MessageMismatchError(src, dst, msg[LABEL], label)
+            if ch.recvs == ch.sends:
+                del self._channels[key]
+            if msg[ARRIVED]:
+                self.bytes_received += size_bytes
+                self.queue.schedule(0, callback, *args)
+                return
+        else:
+            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
+            ch.push(msg)
+        msg[RECV_CB] = callback
+        msg[RECV_ARGS] = args
+
 
 _native = native_module()
 if _native is not None:  # network/_pairing.c: the same rules, without a Python frame per message
@@ -180,54 +232,6 @@ class AnalyticalBackend(_Pairing):
     def recv(self, dst: int, src: int, size_bytes: int, tag: int, callback: Callback, *args: object,
              label: object = None) -> None:
         self._post_recv(dst, src, size_bytes, tag, label, callback, args)
-
-    def _post_send(self, src: int, dst: int, size_bytes: int, tag: int, label: object) -> Message:
-        key = (tag, src, dst, size_bytes)
-        ch = self._channels.get(key)
-        if ch is None:
-            ch = self._channels[key] = _Channel()
-        ch.sends += 1
-        if ch.recvs >= ch.sends:  # its receive is waiting
-            msg = ch.pop()
-            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
-                raise MessageMismatchError(src, dst, label, msg[LABEL])
-            if ch.recvs == ch.sends:  # all paired: forget the key (tags are often used once)
-                del self._channels[key]
-        else:
-            msg = [_noop, (), None, (), False, label, None, key, ch.sends]
-            ch.push(msg)
-        msg[SENT_AT] = self.queue.now
-        self.messages += 1
-        self.bytes_sent += size_bytes
-        pair = (src, dst)
-        dim = self._dim_cache.get(pair)
-        if dim is None:
-            dim = self._dim_cache[pair] = self.topology.dim_to_transfer(src, dst)
-        self.bytes_per_dim[dim] += size_bytes
-        return msg
-
-    def _post_recv(self, dst: int, src: int, size_bytes: int, tag: int, label: object,
-                   callback: Callback, args: tuple) -> None:
-        key = (tag, src, dst, size_bytes)
-        ch = self._channels.get(key)
-        if ch is None:
-            ch = self._channels[key] = _Channel()
-        ch.recvs += 1
-        if ch.sends >= ch.recvs:  # its send was issued
-            msg = ch.pop()
-            if label is not None and msg[LABEL] is not None and label != msg[LABEL]:
-                raise MessageMismatchError(src, dst, msg[LABEL], label)
-            if ch.recvs == ch.sends:
-                del self._channels[key]
-            if msg[ARRIVED]:
-                self.bytes_received += size_bytes
-                self.queue.schedule(0, callback, *args)
-                return
-        else:
-            msg = [_noop, (), None, (), False, label, None, key, ch.recvs]
-            ch.push(msg)
-        msg[RECV_CB] = callback
-        msg[RECV_ARGS] = args
 
     def account_flows(self, flows: list[tuple[int, int]], size_bytes: int, count: int) -> None:
         """Book ``count`` messages on each (src, dst) of ``flows`` that a caller advanced without

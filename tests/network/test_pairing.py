@@ -27,13 +27,11 @@ class _Topology:
 
 def _backend_class(pairing: type) -> type:
     """A backend on ``pairing`` whose links deliver after a random delay; the point-to-point
-    paths and the report are AnalyticalBackend's own."""
+    calls and the report are AnalyticalBackend's own, the pairing under them ``pairing``'s."""
 
     class Backend(pairing):
         send = AnalyticalBackend.send
         recv = AnalyticalBackend.recv
-        _post_send = AnalyticalBackend._post_send
-        _post_recv = AnalyticalBackend._post_recv
         unmatched = AnalyticalBackend.unmatched
         _in_flight = AnalyticalBackend._in_flight
 
@@ -55,7 +53,10 @@ def _backend_class(pairing: type) -> type:
     return Backend
 
 
-def _run(pairing: type, queue_type: type, seed: int, dims: int, labels: bool) -> tuple:
+def _run(pairing: type, queue_type: type, seed: int, dims: int, labels: bool, tags: int = 3,
+         steps: int = 300, huge: bool = False) -> tuple:
+    """A random program of exchanges, sends and receives on ``tags`` tags; ``huge``: a third of
+    the tags beyond 64 bits (the C table's other path; sizes are 64-bit counters in both)."""
     rng = random.Random(seed)
     q = queue_type()
     b = _backend_class(pairing)(q, dims, random.Random(seed + 1))
@@ -71,8 +72,10 @@ def _run(pairing: type, queue_type: type, seed: int, dims: int, labels: bool) ->
         else:
             b.recv(me, peer, size, tag, cb, "r", me, label=label)
 
-    for _ in range(300):
-        me, peer, other, tag = rng.randrange(4), rng.randrange(4), rng.randrange(4), rng.randrange(3)
+    for _ in range(steps):
+        me, peer, other, tag = rng.randrange(4), rng.randrange(4), rng.randrange(4), rng.randrange(tags)
+        if huge and tag % 3 == 0:
+            tag += 1 << 64
         # mostly the tag's own label, sometimes none, rarely another: a mismatch late in the run
         label = rng.choices([("L", tag), None, "stray"], [50, 10, 1])[0] if labels else None
         q.schedule(rng.randrange(30), act, rng.choice(["exchange", "exchange", "send", "recv"]), me, peer, other,
@@ -111,6 +114,42 @@ def test_a_reference_queue_and_labels_give_the_same_result_and_error(seed: int) 
     may disagree: the same answer, or the same MessageMismatchError at the same point."""
     ref = _comparable(_run(PyPairing, PyEventQueue, seed, 2, labels=True))
     assert _comparable(_run(_native.Pairing, PyEventQueue, seed, 2, labels=True)) == ref
+
+
+@native
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("huge", [False, True])
+def test_many_keys_pair_alike(seed: int, huge: bool) -> None:
+    """Hundreds of keys at once (the C table grows and moves slots back as keys are forgotten),
+    and keys beyond 64 bits (kept in a dict of Channel objects): the same run as the reference."""
+    ref = _comparable(_run(PyPairing, EventQueue, seed, 2, labels=False, tags=400, steps=3000, huge=huge))
+    assert len(ref[2]) > 200, "too few keys left open to fill the table"
+    if huge:
+        assert any(k[0] >= 1 << 64 for k in ref[2]) and any(k[0] < 1 << 64 for k in ref[2])
+    assert _comparable(_run(_native.Pairing, EventQueue, seed, 2, labels=False, tags=400, steps=3000,
+                            huge=huge)) == ref
+
+
+@native
+def test_channels_can_be_read_and_replaced() -> None:
+    """``_channels`` is a snapshot of the C table; setting it replaces the table (a backend starts
+    with {}); a key that is not four integers is refused."""
+    b = _backend_class(_native.Pairing)(EventQueue(), 1, random.Random(0))
+    b.recv(1, 0, 8, 5, print)
+    b.recv(1, 0, 8, 1 << 64, print)
+    snap = b._channels
+    assert set(snap) == {(5, 0, 1, 8), (1 << 64, 0, 1, 8)}
+    assert [(ch.sends, ch.recvs, len(ch.waiting)) for ch in snap.values()] == [(0, 1, 1)] * 2
+    snap[(5, 0, 1, 8)].pop()  # a copy: the table keeps its message
+    assert len(b._channels[(5, 0, 1, 8)].waiting) == 1
+    b._channels = {(7, 2, 3, 8): snap[(1 << 64, 0, 1, 8)]}
+    assert set(b._channels) == {(7, 2, 3, 8)}
+    b._channels = {}
+    assert b._channels == {} and b.unmatched() == []
+    with pytest.raises(TypeError, match="integers"):
+        b.recv(1, 0, 8.0, 5, print)
+    with pytest.raises(TypeError):
+        b._channels = {(1, 2): _native.Channel()}
 
 
 def test_the_labels_program_does_raise_a_mismatch() -> None:
