@@ -1485,7 +1485,39 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* clone_slots(obj): a new object of obj's class with the same slot values (shallow). Only for a
+ * class whose every level, up to object, is a Python class with __slots__ and nothing else (no
+ * __dict__, no __weakref__, no C fields): generation copies a pristine algorithm per stream instead
+ * of running its constructor chain again (system/generation.py). */
+static int slots_only(PyTypeObject *tp) {
+    for (PyTypeObject *t = tp; t != &PyBaseObject_Type; t = t->tp_base) {
+        if (!t || !t->tp_base || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || t->tp_dictoffset || t->tp_weaklistoffset ||
+            t->tp_itemsize)
+            return 0;
+        Py_ssize_t n = 0;
+        for (PyMemberDef *m = t->tp_members; m && m->name; m++, n++)
+            if (m->type != T_OBJECT_EX || m->offset < t->tp_base->tp_basicsize || m->offset >= t->tp_basicsize)
+                return 0;
+        if (t->tp_basicsize - t->tp_base->tp_basicsize != n * (Py_ssize_t)sizeof(PyObject *)) return 0;
+    }
+    return 1;
+}
+
+static PyObject *clone_slots(PyObject *Py_UNUSED(module), PyObject *obj) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (!slots_only(tp)) {
+        PyErr_Format(PyExc_TypeError, "clone_slots: %.100s is not a class of slots only", tp->tp_name);
+        return NULL;
+    }
+    PyObject *c = tp->tp_alloc(tp, 0);
+    if (!c) return NULL;
+    for (Py_ssize_t off = sizeof(PyObject); off < tp->tp_basicsize; off += sizeof(PyObject *))
+        *(PyObject **)((char *)c + off) = Py_XNewRef(*(PyObject **)((char *)obj + off));
+    return c;
+}
+
 static PyMethodDef module_methods[] = {
+    {"clone_slots", clone_slots, METH_O, "clone_slots(obj): a shallow copy of an object of slots only"},
     {"configure", configure, METH_VARARGS,
      "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology, "
      "HalvingDoubling, SchedulerUnit)"},

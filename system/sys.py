@@ -68,7 +68,7 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         self._logical_topologies: dict[ComType, LogicalTopology] = {}
         self._batches: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
         self._collectives_on: dict[int | None, int] = {}  # group id → collectives issued on it
-        self._phase_plans: dict[tuple, tuple[tuple, ...]] = {}  # see generate_collective
+        self._phase_plans: dict[tuple, tuple[tuple, dict]] = {}  # (plan, pristine algorithms): generate_collective
         self._native_impls: dict[ComType, tuple] = {}  # the config's list, once checked
         self._exchange = backend.exchange
         self.custom_loader = custom_loader

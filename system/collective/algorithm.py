@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from system.stream import StreamBaseline
@@ -43,6 +43,11 @@ class Algorithm:
         self.enabled = True
         self.stream: "StreamBaseline | None" = None
         self.sys = None
+
+    def fresh_copy(self, clone: Callable[[Any], Any]) -> "Algorithm | None":
+        """A copy of this algorithm as constructed (``clone`` copies slots), for another stream of
+        the same shape; None where the class does not copy (generation runs the constructor)."""
+        return None
 
     def init(self, stream: "StreamBaseline") -> None:
         self.stream = stream

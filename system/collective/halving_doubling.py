@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any, Callable
 
 from system.collective.algorithm import ComType
 from system.collective.packet_algorithm import PacketAlgorithm
@@ -87,6 +88,12 @@ class HalvingDoubling(PacketAlgorithm):
             return
         index = _partner_index(self.topology.index_in_ring, self.rank_offset, self.nodes_in_ring)
         self.curr_receiver = self.curr_sender = self.topology.member_at(index)
+
+    def fresh_copy(self, clone: Callable[[Any], Any]) -> "HalvingDoubling | None":
+        c = super().fresh_copy(clone)
+        if c is not None:
+            c.pending = deque()
+        return c
 
     # -- packets --------------------------------------------------------------------------
     def insert_packet(self) -> None:

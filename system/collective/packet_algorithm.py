@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from system.collective.algorithm import Algorithm, ComType
 from system.logical_topology import RingTopology
+from typing import Any, Callable
 
 
 class PacketAlgorithm(Algorithm):
@@ -34,6 +35,12 @@ class PacketAlgorithm(Algorithm):
         self.remained_packets_per_message = 1
         self.fast = topology.local  # group rings: MemBus's fixed 10-cycle "fast" delay
         self.total_packets_received = 0
+
+    def fresh_copy(self, clone: Callable[[Any], Any]) -> "PacketAlgorithm | None":
+        """Called on an algorithm no stream has run: every slot is a number, a shared immutable
+        or None, so ``clone``'s shallow copy (system/_sys_core.c: clone_slots) is the state the
+        constructor would give; a subclass with a container of its own gives the copy a new one."""
+        return clone(self)
 
     # -- events ---------------------------------------------------------------------------
     def run_stream_init(self) -> None:
