@@ -115,3 +115,73 @@ def test_a_plain_sys_moves_its_streams_in_c_and_subclasses_keep_python() -> None
     bare = SYS_CORE.SysFast(s, s.backend.clock_queue, {}, s.backend.schedule, s.backend.exchange, 0, 10, 1e9)
     with pytest.raises(RuntimeError):  # not enabled: refused, not run half-configured
         bare.schedule(1)
+
+
+@native
+def test_clone_slots_copies_every_slot_and_refuses_other_layouts() -> None:
+    """generation.py copies pristine algorithms with it: a copy is a new object of the class
+    with each slot bound to the same value (an unset slot stays unset); a class with a
+    ``__dict__`` or ``__weakref__``, or a C type's own fields, is refused."""
+    clone = SYS_CORE.clone_slots
+
+    class A:
+        __slots__ = ("a", "b")
+
+    class B(A):
+        __slots__ = ("c", "d")
+
+    x = B()
+    x.a, x.b, x.c = 1, [2], "three"
+    y = clone(x)
+    assert type(y) is B and y is not x
+    assert (y.a, y.b, y.c) == (1, [2], "three") and y.b is x.b
+    with pytest.raises(AttributeError):
+        y.d
+    y.a = 5
+    assert x.a == 1
+
+    class WithDict:
+        pass
+
+    class WithWeakref:
+        __slots__ = ("__weakref__",)
+
+    class OnAList(list):
+        __slots__ = ("n",)
+
+    class AfterDict(WithDict):
+        __slots__ = ("n",)
+
+    for obj in (WithDict(), WithWeakref(), OnAList(), AfterDict(), [1], 3):
+        with pytest.raises(TypeError, match="slots only"):
+            clone(obj)
+
+
+@native
+def test_a_fresh_copy_is_the_constructed_state_with_its_own_queue() -> None:
+    """Ring, direct and halving-doubling copies equal a new construction slot by slot, and the
+    two that keep a queue of packets get their own."""
+    from system.collective.algorithm import ComType
+    from system.collective.all_to_all import AllToAll
+    from system.collective.halving_doubling import HalvingDoubling
+    from system.collective.ring import Ring
+    from system.logical_topology import Direction, RingTopology
+
+    s = Sys(3, CongestionAwareBackend(NetworkConfig.from_dict(
+        {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]})), SystemConfig.default())
+    topo = s.get_logical_topology(ComType.ALL_REDUCE).get_basic_topology_at_dimension(0)
+    assert isinstance(topo, RingTopology)
+
+    def slots(o: object) -> dict:
+        names = [n for c in type(o).__mro__ for n in getattr(c, "__slots__", ())]
+        return {n: getattr(o, n) for n in names if hasattr(o, n)}
+
+    for make in (lambda: Ring(ComType.ALL_REDUCE, 3, topo, 1 << 20, Direction.ANTICLOCKWISE),
+                 lambda: AllToAll(ComType.ALL_TO_ALL, 2, 3, topo, 1 << 20, Direction.CLOCKWISE),
+                 lambda: HalvingDoubling(ComType.REDUCE_SCATTER, 3, topo, 1 << 20)):
+        proto = make()
+        copy = proto.fresh_copy(SYS_CORE.clone_slots)
+        assert type(copy) is type(proto) and slots(copy) == slots(make())
+        if hasattr(proto, "pending"):
+            copy.pending.append((1, 2))
+            assert not proto.pending
