@@ -20,6 +20,7 @@
 #include <descrobject.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "_event_core.h" /* network/: the queue's capsule, DtsimCoreAPI */
 
@@ -122,7 +123,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *sys;      /* the Sys */
     PyObject *clock;    /* the object whose .now is the time (the backend's queue) */
-    PyObject *batches;  /* Sys._batches: tick -> [(callback, args), ...] */
+    struct Ticks *ticks; /* the per-tick batches (Sys._batches in Python), see register_event */
     PyObject *schedule; /* the backend's schedule(delay, callback, *args) */
     PyObject *exchange; /* the backend's exchange(me, dst, src, size, tag, label, callback, arg) */
     PyObject *id;       /* the NPU id */
@@ -153,61 +154,239 @@ static int now_of(SysFast *f, long long *now) {
     return (*now == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* Sys.register_event(delay, cb, *args) with args already a tuple */
-static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *args) {
-    long long now;
-    if (now_of(f, &now) < 0) return -1;
-    if (delay < 0 || now > LLONG_MAX - delay) { /* past a 64-bit clock: Python's method, and its error */
-        PyObject *d = PyLong_FromLongLong(delay);
-        if (!d) return -1;
-        PyObject *full = PyTuple_New(2 + PyTuple_GET_SIZE(args));
-        if (!full) {
-            Py_DECREF(d);
+/* -- the per-tick batches (ASTRA-sim: Sys::try_register_event) ------------------------------------
+ * Only the first event of a Sys for a tick schedules a queue event (call_events(t)); later ones join
+ * its batch, which runs in registration order, late joiners included. Python's Sys keeps them in a
+ * dict of lists of (callback, args) tuples; here a table of C arrays (a tuple, a dict lookup and a
+ * list entry less per message), and a bundle's return holds its three values without a tuple. */
+
+typedef struct {
+    PyObject *cb;   /* NULL: a bundle's return, a = (stream, needs_processing, size) */
+    PyObject *a[3]; /* else a[0]: the args tuple */
+} Entry;
+
+typedef struct {
+    Entry *e;
+    Py_ssize_t n, cap;
+} Batch;
+
+typedef struct {
+    long long t;
+    Batch *b; /* NULL: a free slot */
+} TickSlot;
+
+struct Ticks {
+    TickSlot *slots;
+    size_t mask, used;
+    Batch *spare[16];
+    int n_spare;
+};
+
+static inline size_t tick_home(const struct Ticks *k, long long t) {
+    uint64_t h = (uint64_t)t * 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h ^ (h >> 29)) & k->mask;
+}
+
+static TickSlot *tick_probe(struct Ticks *k, long long t) {
+    for (size_t i = tick_home(k, t);; i = (i + 1) & k->mask)
+        if (!k->slots[i].b || k->slots[i].t == t) return &k->slots[i];
+}
+
+static Batch *tick_find(struct Ticks *k, long long t) {
+    return k && k->slots ? tick_probe(k, t)->b : NULL;
+}
+
+static int tick_insert(struct Ticks *k, long long t, Batch *b) {
+    if (2 * (k->used + 1) > (k->slots ? k->mask + 1 : 0)) {
+        size_t cap = k->slots ? 2 * (k->mask + 1) : 16, old_cap = k->slots ? k->mask + 1 : 0;
+        TickSlot *old = k->slots, *slots = PyMem_Calloc(cap, sizeof(TickSlot));
+        if (!slots) {
+            PyErr_NoMemory();
             return -1;
         }
-        PyTuple_SET_ITEM(full, 0, d);
-        PyTuple_SET_ITEM(full, 1, Py_NewRef(cb));
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
-            PyTuple_SET_ITEM(full, 2 + i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
-        PyObject *meth = PyObject_GetAttr(f->sys, str_register_event);
-        PyObject *res = meth ? PyObject_Call(meth, full, NULL) : NULL;
-        Py_XDECREF(meth);
-        Py_DECREF(full);
-        Py_XDECREF(res);
-        return res ? 0 : -1;
+        k->slots = slots;
+        k->mask = cap - 1;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].b) *tick_probe(k, old[i].t) = old[i];
+        PyMem_Free(old);
     }
-    PyObject *t = PyLong_FromLongLong(now + delay);
-    if (!t) return -1;
-    PyObject *entry = PyTuple_Pack(2, cb, args);
-    if (!entry) {
-        Py_DECREF(t);
-        return -1;
-    }
-    int r = -1;
-    PyObject *batch = PyDict_GetItemWithError(f->batches, t); /* borrowed */
-    if (batch) {
-        r = PyList_Append(batch, entry);
-    } else if (!PyErr_Occurred()) {
-        PyObject *list = PyList_New(1);
-        if (list) {
-            PyList_SET_ITEM(list, 0, Py_NewRef(entry));
-            if (PyDict_SetItem(f->batches, t, list) == 0 && f->core) { /* schedule(delay, call_events, t) */
-                PyObject *targs = PyTuple_Pack(1, t);
-                r = targs ? core_api->push_event(f->core, delay, f->call_events_cb, targs) : -1;
-                Py_XDECREF(targs);
-            } else if (!PyErr_Occurred()) {
-                PyObject *d = PyLong_FromLongLong(delay);
-                PyObject *res = d ? PyObject_CallFunctionObjArgs(f->schedule, d, f->call_events_cb, t, NULL) : NULL;
-                Py_XDECREF(d);
-                r = res ? 0 : -1;
-                Py_XDECREF(res);
-            }
-            Py_DECREF(list);
+    TickSlot *s = tick_probe(k, t);
+    s->t = t;
+    s->b = b;
+    k->used++;
+    return 0;
+}
+
+/* t's slot freed; the slots after it move back (no tombstones) */
+static void tick_remove(struct Ticks *k, long long t) {
+    TickSlot *s = tick_probe(k, t);
+    if (!s->b) return;
+    s->b = NULL;
+    k->used--;
+    size_t i = (size_t)(s - k->slots), j = i;
+    for (;;) {
+        j = (j + 1) & k->mask;
+        if (!k->slots[j].b) return;
+        size_t home = tick_home(k, k->slots[j].t);
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            k->slots[i] = k->slots[j];
+            k->slots[j].b = NULL;
+            i = j;
         }
     }
-    Py_DECREF(entry);
-    Py_DECREF(t);
-    return r;
+}
+
+static void entry_release(Entry *e) {
+    Py_XDECREF(e->cb);
+    Py_XDECREF(e->a[0]);
+    Py_XDECREF(e->a[1]);
+    Py_XDECREF(e->a[2]);
+}
+
+static void batch_release(struct Ticks *k, Batch *b) {
+    while (b->n) { /* from the end: a release may run Python, which sees a consistent batch */
+        Entry e = b->e[--b->n];
+        entry_release(&e);
+    }
+    if (k->n_spare < (int)(sizeof k->spare / sizeof k->spare[0])) {
+        k->spare[k->n_spare++] = b;
+        return;
+    }
+    PyMem_Free(b->e);
+    PyMem_Free(b);
+}
+
+static void ticks_free(struct Ticks *k) {
+    if (!k) return;
+    for (size_t i = 0; k->slots && i <= k->mask; i++)
+        if (k->slots[i].b) {
+            Batch *b = k->slots[i].b;
+            k->slots[i].b = NULL;
+            batch_release(k, b);
+        }
+    while (k->n_spare) {
+        Batch *b = k->spare[--k->n_spare];
+        PyMem_Free(b->e);
+        PyMem_Free(b);
+    }
+    PyMem_Free(k->slots);
+    PyMem_Free(k);
+}
+
+/* a delay that puts the tick past 2^63 ns: the queue's own error (network.event_queue's
+ * SimulationLimitError, as its schedule raises it) */
+static int time_past_clock(SysFast *f, PyObject *delay) {
+    long long now;
+    if (now_of(f, &now) < 0) return -1;
+    PyObject *mod = PyImport_ImportModule("network.event_queue");
+    PyObject *err = mod ? PyObject_CallMethod(mod, "_time_overflow_error", "LO", now, delay) : NULL;
+    Py_XDECREF(mod);
+    if (err) {
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+        Py_DECREF(err);
+    }
+    return -1;
+}
+
+/* Sys.register_event(delay, ...) for one entry (its references are taken, not stolen) */
+static int register_entry(SysFast *f, long long delay, const Entry *e) {
+    long long now;
+    if (now_of(f, &now) < 0) return -1;
+    if (delay > 0 && now > LLONG_MAX - delay) {
+        PyObject *d = PyLong_FromLongLong(delay);
+        if (!d) return -1;
+        time_past_clock(f, d);
+        Py_DECREF(d);
+        return -1;
+    }
+    long long t = now + delay;
+    struct Ticks *k = f->ticks;
+    if (!k) {
+        PyErr_SetString(PyExc_RuntimeError, "SysFast was not initialised");
+        return -1;
+    }
+    Batch *b = tick_find(k, t);
+    if (!b) {
+        if (k->n_spare) {
+            b = k->spare[--k->n_spare];
+        } else if (!(b = PyMem_Calloc(1, sizeof(Batch)))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (tick_insert(k, t, b) < 0) {
+            batch_release(k, b);
+            return -1;
+        }
+        PyObject *tt = PyLong_FromLongLong(t);
+        if (!tt) return -1;
+        int r;
+        if (f->core) { /* schedule(delay, call_events, t) */
+            PyObject *targs = PyTuple_Pack(1, tt);
+            r = targs ? core_api->push_event(f->core, delay, f->call_events_cb, targs) : -1;
+            Py_XDECREF(targs);
+        } else {
+            PyObject *d = PyLong_FromLongLong(delay);
+            PyObject *res = d ? PyObject_CallFunctionObjArgs(f->schedule, d, f->call_events_cb, tt, NULL) : NULL;
+            Py_XDECREF(d);
+            r = res ? 0 : -1;
+            Py_XDECREF(res);
+        }
+        Py_DECREF(tt);
+        if (r < 0) return -1;
+    }
+    if (b->n == b->cap) {
+        Py_ssize_t cap = b->cap ? 2 * b->cap : 8;
+        Entry *grown = PyMem_Realloc(b->e, cap * sizeof(Entry));
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->e = grown;
+        b->cap = cap;
+    }
+    Entry *slot = &b->e[b->n++];
+    slot->cb = Py_XNewRef(e->cb);
+    for (int i = 0; i < 3; i++) slot->a[i] = Py_XNewRef(e->a[i]);
+    return 0;
+}
+
+/* Sys.register_event(delay, cb, *args) with args already a tuple */
+static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *args) {
+    Entry e = {cb, {args, NULL, NULL}};
+    return register_entry(f, delay, &e);
+}
+
+/* a bundle's return through the memory bus: Sys._bundle_arrived(stream, processed, size) later */
+static int register_bundle(SysFast *f, long long delay, PyObject *stream, PyObject *processed, PyObject *size) {
+    Entry e = {NULL, {stream, processed, size}};
+    return register_entry(f, delay, &e);
+}
+
+static PyObject *SysFast_register_event(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n < 2) {
+        PyErr_SetString(PyExc_TypeError, "register_event(delay_ns, callback, *args)");
+        return NULL;
+    }
+    int overflow = 0;
+    long long delay = PyLong_Check(args[0]) ? PyLong_AsLongLongAndOverflow(args[0], &overflow) : 0;
+    if (!PyLong_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "register_event: the delay is an int of ns, not %.80s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    if (overflow) {
+        if (overflow > 0) time_past_clock(f, args[0]);
+        else PyErr_SetString(PyExc_OverflowError, "register_event: a delay before the start of time");
+        return NULL;
+    }
+    if (delay == -1 && PyErr_Occurred()) return NULL;
+    PyObject *tup = PyTuple_New(n - 2);
+    if (!tup) return NULL;
+    for (Py_ssize_t i = 2; i < n; i++) PyTuple_SET_ITEM(tup, i - 2, Py_NewRef(args[i]));
+    int r = register_event(f, delay, args[1], tup);
+    Py_DECREF(tup);
+    if (r < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* Sys.mem_bus_transfer(stream, fast, needs_processing, size) */
@@ -222,11 +401,7 @@ static int mem_bus_transfer(SysFast *f, PyObject *stream, int fast, PyObject *pr
             Py_DECREF(r);
         }
     }
-    PyObject *args = PyTuple_Pack(3, stream, processed, size);
-    if (!args) return -1;
-    int r = register_event(f, delay, f->bundle_cb, args);
-    Py_DECREF(args);
-    return r;
+    return register_bundle(f, delay, stream, processed, size);
 }
 
 /* PacketAlgorithm._take_packet: 1 when the packet carries a reduction */
@@ -704,11 +879,7 @@ static PyObject *bundle_arrived(SysFast *f, PyObject *stream, PyObject *processe
         if (!(d < 3.0e18 && d > -3.0e18)) /* 3 * int(d) within 64 bits, else Python's ints */
             return PyObject_CallMethodObjArgs(f->sys, str_bundle_arrived_py, stream, processed, size, NULL);
         long long delay = 3 * (long long)d;
-        PyObject *args = PyTuple_Pack(3, stream, Py_False, size);
-        if (!args) return NULL;
-        int r = register_event(f, delay, f->bundle_cb, args);
-        Py_DECREF(args);
-        if (r < 0) return NULL;
+        if (register_bundle(f, delay, stream, Py_False, size) < 0) return NULL;
         Py_RETURN_NONE;
     }
     PyObject *algo = current_algorithm(stream);
@@ -743,39 +914,54 @@ static PyObject *SysFast_bundle_arrived(SysFast *f, PyObject *const *args, Py_ss
 
 /* Sys._call_events(t): the tick's batch in order, late joiners included */
 static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
-    PyObject *batch = PyDict_GetItemWithError(f->batches, t);
-    if (!batch) {
-        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, t);
+    long long tick = PyLong_AsLongLong(t);
+    if (tick == -1 && PyErr_Occurred()) return NULL;
+    Batch *b = tick_find(f->ticks, tick);
+    if (!b) {
+        PyErr_SetObject(PyExc_KeyError, t);
         return NULL;
     }
-    if (!PyList_Check(batch)) {
-        PyErr_SetString(PyExc_TypeError, "a tick's batch is not a list");
-        return NULL;
-    }
-    Py_INCREF(batch);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batch); i++) {
-        PyObject *entry = Py_NewRef(PyList_GET_ITEM(batch, i));
-        PyObject *r = NULL;
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(entry, 1))) {
-            PyErr_SetString(PyExc_TypeError, "a batch entry is not (callback, args)");
+    for (Py_ssize_t i = 0; i < b->n; i++) { /* b->n re-read: late joiners run in this pass */
+        Entry e = b->e[i]; /* a copy with its own references: the array may grow under the call */
+        e.cb = Py_XNewRef(e.cb);
+        for (int j = 0; j < 3; j++) e.a[j] = Py_XNewRef(e.a[j]);
+        PyObject *r;
+        if (!e.cb) {
+            r = bundle_arrived(f, e.a[0], e.a[1], e.a[2]);
+        } else if (e.cb == f->bundle_cb && PyTuple_GET_SIZE(e.a[0]) == 3) {
+            r = bundle_arrived(f, PyTuple_GET_ITEM(e.a[0], 0), PyTuple_GET_ITEM(e.a[0], 1), PyTuple_GET_ITEM(e.a[0], 2));
         } else {
-            PyObject *cb = PyTuple_GET_ITEM(entry, 0), *args = PyTuple_GET_ITEM(entry, 1);
-            if (cb == f->bundle_cb && PyTuple_GET_SIZE(args) == 3) {
-                r = bundle_arrived(f, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));
-            } else {
-                r = PyObject_Call(cb, args, NULL);
-            }
+            r = PyObject_Call(e.cb, e.a[0], NULL);
         }
-        Py_DECREF(entry);
-        if (!r) {
-            Py_DECREF(batch);
-            return NULL;
-        }
+        entry_release(&e);
+        if (!r) return NULL;
         Py_DECREF(r);
     }
-    Py_DECREF(batch);
-    if (PyDict_DelItem(f->batches, t) < 0) return NULL;
+    tick_remove(f->ticks, tick);
+    batch_release(f->ticks, b);
     Py_RETURN_NONE;
+}
+
+/* the pending batches as Python's Sys._batches holds them: {tick: [(callback, args), ...]} (a snapshot) */
+static PyObject *SysFast_get_batches(SysFast *f, void *Py_UNUSED(closure)) {
+    PyObject *d = PyDict_New();
+    struct Ticks *k = f->ticks;
+    for (size_t i = 0; d && k && k->slots && i <= k->mask; i++) {
+        Batch *b = k->slots[i].b;
+        if (!b) continue;
+        PyObject *list = PyList_New(b->n), *t = PyLong_FromLongLong(k->slots[i].t);
+        for (Py_ssize_t j = 0; list && j < b->n; j++) {
+            Entry *e = &b->e[j];
+            PyObject *item = e->cb ? PyTuple_Pack(2, e->cb, e->a[0]) : Py_BuildValue("(O(OOO))", f->bundle_cb, e->a[0],
+                                                                                      e->a[1], e->a[2]);
+            if (!item) Py_CLEAR(list);
+            else PyList_SET_ITEM(list, j, item);
+        }
+        if (!list || !t || PyDict_SetItem(d, t, list) < 0) Py_CLEAR(d);
+        Py_XDECREF(list);
+        Py_XDECREF(t);
+    }
+    return d;
 }
 
 /* algorithm.insert_packet() for one of ours() kinds */
@@ -1283,6 +1469,8 @@ static PyMethodDef SysFast_methods[] = {
     {"collective_send_recv", (PyCFunction)(void (*)(void))SysFast_collective_send_recv, METH_FASTCALL,
      "Sys.collective_send_recv(stream, dst, src, size)"},
     {"call_events", (PyCFunction)SysFast_call_events, METH_O, "Sys._call_events(t)"},
+    {"register_event", (PyCFunction)(void (*)(void))SysFast_register_event, METH_FASTCALL,
+     "Sys.register_event(delay_ns, callback, *args): callback(*args) in this Sys's batch for that tick"},
     {"bundle_arrived", (PyCFunction)(void (*)(void))SysFast_bundle_arrived, METH_FASTCALL,
      "Sys._bundle_arrived(stream, needs_processing, size)"},
     {"received", (PyCFunction)SysFast_received, METH_O, "algorithm.on_packet_received(), for the exchange"},
@@ -1302,17 +1490,21 @@ static PyObject *bound(SysFast *f, const char *name) {
 }
 
 static int SysFast_init(SysFast *f, PyObject *args, PyObject *kw) {
-    static char *names[] = {"sys", "clock", "batches", "schedule", "exchange", "npu_id", "endpoint_delay_ns",
-                            "local_mem_bw", NULL};
-    PyObject *sys, *clock, *batches, *schedule, *exchange, *id, *bw;
+    static char *names[] = {"sys", "clock", "schedule", "exchange", "npu_id", "endpoint_delay_ns", "local_mem_bw",
+                            NULL};
+    PyObject *sys, *clock, *schedule, *exchange, *id, *bw;
     long long delay;
     if (!ring_type) {
         PyErr_SetString(PyExc_RuntimeError, "system._sys_core.configure() was not called");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!OOOLO", names, &sys, &clock, &PyDict_Type, &batches, &schedule,
-                                     &exchange, &id, &delay, &bw))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOLO", names, &sys, &clock, &schedule, &exchange, &id, &delay,
+                                     &bw))
         return -1;
+    if (!f->ticks && !(f->ticks = PyMem_Calloc(1, sizeof(struct Ticks)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
     double b = PyFloat_AsDouble(bw);
     if (b == -1.0 && PyErr_Occurred()) return -1;
     int exact = PyFloat_Check(bw);
@@ -1326,7 +1518,6 @@ static int SysFast_init(SysFast *f, PyObject *args, PyObject *kw) {
     }
     Py_XSETREF(f->sys, Py_NewRef(sys));
     Py_XSETREF(f->clock, Py_NewRef(clock));
-    Py_XSETREF(f->batches, Py_NewRef(batches));
     Py_XSETREF(f->schedule, Py_NewRef(schedule));
     Py_XSETREF(f->exchange, Py_NewRef(exchange));
     Py_XSETREF(f->id, Py_NewRef(id));
@@ -1346,7 +1537,16 @@ static int SysFast_init(SysFast *f, PyObject *args, PyObject *kw) {
 static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->sys);
     Py_VISIT(f->clock);
-    Py_VISIT(f->batches);
+    struct Ticks *k = f->ticks;
+    for (size_t i = 0; k && k->slots && i <= k->mask; i++) {
+        Batch *b = k->slots[i].b;
+        for (Py_ssize_t j = 0; b && j < b->n; j++) {
+            Py_VISIT(b->e[j].cb);
+            Py_VISIT(b->e[j].a[0]);
+            Py_VISIT(b->e[j].a[1]);
+            Py_VISIT(b->e[j].a[2]);
+        }
+    }
     Py_VISIT(f->schedule);
     Py_VISIT(f->exchange);
     Py_VISIT(f->id);
@@ -1363,7 +1563,14 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
 static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->sys);
     Py_CLEAR(f->clock);
-    Py_CLEAR(f->batches);
+    struct Ticks *k = f->ticks;
+    for (size_t i = 0; k && k->slots && i <= k->mask; i++)
+        if (k->slots[i].b) {
+            Batch *b = k->slots[i].b;
+            k->slots[i].b = NULL;
+            k->used--;
+            batch_release(k, b);
+        }
     Py_CLEAR(f->schedule);
     Py_CLEAR(f->exchange);
     Py_CLEAR(f->id);
@@ -1380,6 +1587,8 @@ static void SysFast_dealloc(SysFast *f) {
     PyTypeObject *tp = Py_TYPE(f);
     PyObject_GC_UnTrack(f);
     SysFast_clear(f);
+    ticks_free(f->ticks);
+    f->ticks = NULL;
     tp->tp_free((PyObject *)f);
     Py_DECREF(tp);
 }
@@ -1389,6 +1598,8 @@ static PyObject *SysFast_get_direct(SysFast *f, void *Py_UNUSED(closure)) {
 }
 
 static PyGetSetDef SysFast_getset[] = {
+    {"batches", (getter)SysFast_get_batches, NULL, "the pending batches, {tick: [(callback, args), ...]} (a snapshot)",
+     NULL},
     {"direct", (getter)SysFast_get_direct, NULL,
      "whether events go straight into the C queue's calendar (else through the backend's schedule)", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -86,10 +86,12 @@ class Sys(RendezvousMixin, CollectiveGeneration):
             # a ring, direct or halving-doubling message's trip (memory bus, batch, step, exchange,
             # receipt) in C: the same steps on the same objects (system/_sys_core.c); the trees and
             # custom algorithms call these methods
-            self._fast = SYS_CORE.SysFast(self, backend.clock_queue, self._batches, self._schedule, self._exchange,
+            self._fast = SYS_CORE.SysFast(self, backend.clock_queue, self._schedule, self._exchange,
                                           self.id, self.communication_delay, self.local_mem_bw)
             self.mem_bus_transfer = self._fast.mem_bus_transfer  # type: ignore[method-assign]
             self.collective_send_recv = self._fast.collective_send_recv  # type: ignore[method-assign]
+            # the per-tick batches are the C table's: every registration goes there
+            self.register_event = self._fast.register_event  # type: ignore[method-assign]
             self._call_events = self._fast.call_events  # type: ignore[method-assign]
             if type(self) is Sys and type(self.scheduler_unit) is SchedulerUnit:
                 # a stream's moves between phases and queues too, for every algorithm: the same

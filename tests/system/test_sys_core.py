@@ -112,7 +112,7 @@ def test_a_plain_sys_moves_its_streams_in_c_and_subclasses_keep_python() -> None
     with pytest.raises(TypeError):
         Sys(0, CongestionAwareBackend(NET), SystemConfig.default())._fast.enable_scheduling(
             MyUnit(s, [1], 1, 1, 1), Sys.proceed_to_next_vnet_baseline)
-    bare = SYS_CORE.SysFast(s, s.backend.clock_queue, {}, s.backend.schedule, s.backend.exchange, 0, 10, 1e9)
+    bare = SYS_CORE.SysFast(s, s.backend.clock_queue, s.backend.schedule, s.backend.exchange, 0, 10, 1e9)
     with pytest.raises(RuntimeError):  # not enabled: refused, not run half-configured
         bare.schedule(1)
 
@@ -185,3 +185,57 @@ def test_a_fresh_copy_is_the_constructed_state_with_its_own_queue() -> None:
         if hasattr(proto, "pending"):
             copy.pending.append((1, 2))
             assert not proto.pending
+
+
+def _batch_program(s: Sys, seed: int) -> list:
+    """Events registered from outside and from callbacks (same tick, later ticks, delay 0 late
+    joiners) on ``s``; the order and times they run in."""
+    import random
+
+    rng = random.Random(seed)
+    q = s.backend.queue
+    log: list = []
+
+    def cb(tag: int, depth: int) -> None:
+        log.append((q.now, tag))
+        if depth < 3:
+            for k in range(rng.randrange(3)):
+                s.register_event(rng.choice([0, 0, 1, 5, 10]), cb, tag * 10 + k, depth + 1)
+
+    for tag in range(40):
+        q.schedule(rng.randrange(20), s.register_event, rng.choice([0, 3, 3, 7, 1 << 20]), cb, tag, 0)
+    s.backend.run()
+    return log
+
+
+@native
+@pytest.mark.parametrize("seed", range(5))
+def test_the_c_batches_run_events_as_the_python_ones(seed: int) -> None:
+    """A Sys's per-tick batches in C (register_event, call_events) against the Python methods
+    (a rendezvous Sys keeps them): the same callbacks at the same times in the same order, late
+    joiners in their tick's pass; nothing left pending."""
+    fast = Sys(0, CongestionAwareBackend(NET), SystemConfig.default())
+    slow = Sys(0, CongestionAwareBackend(NET), SystemConfig.default(), rendezvous=True)
+    assert isinstance(fast._fast, SYS_CORE.SysFast) and not hasattr(slow, "_fast")
+    got, ref = _batch_program(fast, seed), _batch_program(slow, seed)
+    assert len(ref) > 60 and len({t for t, _ in ref}) > 10
+    assert got == ref
+    assert fast._fast.batches == {} and slow._batches == {}
+
+
+@native
+def test_the_c_batches_show_what_waits_and_refuse_a_tick_past_the_clock() -> None:
+    from network.errors import SimulationLimitError
+
+    s = Sys(0, CongestionAwareBackend(NET), SystemConfig.default())
+    s.register_event(5, print, "a")
+    s.register_event(5, len, "bc")
+    s.mem_bus_transfer(None, True, False, 64)  # a bundle's return: 10 ns, no tuple until shown
+    pending = s._fast.batches
+    assert pending == {5: [(print, ("a",)), (len, ("bc",))], 10: [(s._fast.bundle_arrived, (None, False, 64))]}
+    for delay in ((1 << 63) - 1 + 5, 1 << 70):
+        s.backend.queue.schedule(1, s.register_event, delay, print)
+        with pytest.raises(SimulationLimitError):
+            s.backend.run()
+    with pytest.raises(KeyError):
+        s._fast.call_events(12345)
