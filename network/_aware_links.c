@@ -14,6 +14,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <limits.h>
+#include <stdint.h>
 
 #include "_event_core.h"
 
@@ -520,12 +521,61 @@ typedef struct {
     PyObject *routes;   /* dict: (src, dst) -> tuple of links, aware.py's _routes */
     PyObject *fallback; /* the backend's Python _transfer */
     vectorcallfunc vectorcall;
+    /* routes already looked up, by (src, dst) as C integers: aware.py only ever adds to _routes,
+     * so a route once found stays the route (a tuple, a hash and a dict lookup less a message) */
+    struct RouteSlot *cache;
+    size_t cmask, cused;
 } Transfer;
+
+struct RouteSlot {
+    long long src, dst;
+    PyObject *route; /* NULL: free */
+};
+
+static inline size_t route_home(const Transfer *t, long long src, long long dst) {
+    uint64_t h = ((uint64_t)src * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)dst + 0x632be59bd9b4e019ULL);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return (size_t)(h ^ (h >> 29)) & t->cmask;
+}
+
+static struct RouteSlot *route_probe(Transfer *t, long long src, long long dst) {
+    for (size_t i = route_home(t, src, dst);; i = (i + 1) & t->cmask) {
+        struct RouteSlot *r = &t->cache[i];
+        if (!r->route || (r->src == src && r->dst == dst)) return r;
+    }
+}
+
+/* remember route for (src, dst); a failure to grow only costs the next lookup */
+static void route_remember(Transfer *t, long long src, long long dst, PyObject *route) {
+    if (2 * (t->cused + 1) > (t->cache ? t->cmask + 1 : 0)) {
+        size_t cap = t->cache ? 2 * (t->cmask + 1) : 256, old_cap = t->cache ? t->cmask + 1 : 0;
+        struct RouteSlot *old = t->cache, *fresh = PyMem_Calloc(cap, sizeof *fresh);
+        if (!fresh) return;
+        t->cache = fresh;
+        t->cmask = cap - 1;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].route) *route_probe(t, old[i].src, old[i].dst) = old[i];
+        PyMem_Free(old);
+    }
+    struct RouteSlot *r = route_probe(t, src, dst);
+    if (r->route) return;
+    r->src = src;
+    r->dst = dst;
+    r->route = Py_NewRef(route);
+    t->cused++;
+}
+
+static void routes_forget(Transfer *t) {
+    for (size_t i = 0; t->cache && i <= t->cmask; i++) Py_CLEAR(t->cache[i].route);
+    t->cused = 0;
+}
 
 static int Transfer_init(Transfer *t, PyObject *args, PyObject *kw) {
     static char *names[] = {"routes", "fallback", NULL};
     PyObject *routes, *fallback;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O", names, &PyDict_Type, &routes, &fallback)) return -1;
+    routes_forget(t); /* a new dict: what the old one said no longer holds */
     Py_XSETREF(t->routes, Py_NewRef(routes));
     Py_XSETREF(t->fallback, Py_NewRef(fallback));
     return 0;
@@ -533,11 +583,19 @@ static int Transfer_init(Transfer *t, PyObject *args, PyObject *kw) {
 
 /* 1: sent; 0: not the fast case (the caller falls back); -1: error */
 static int transfer_fast(Transfer *t, PyObject *const *args) {
-    PyObject *pair = PyTuple_Pack(2, args[0], args[1]);
-    if (!pair) return -1;
-    PyObject *route = PyDict_GetItemWithError(t->routes, pair); /* borrowed */
-    Py_DECREF(pair);
-    if (!route) return PyErr_Occurred() ? -1 : 0;
+    long long src = PyLong_Check(args[0]) ? PyLong_AsLongLong(args[0]) : -1;
+    long long dst = PyLong_Check(args[1]) ? PyLong_AsLongLong(args[1]) : -1;
+    int keyed = !PyErr_Occurred() && PyLong_Check(args[0]) && PyLong_Check(args[1]);
+    PyErr_Clear(); /* not two 64-bit ints: the dict alone */
+    PyObject *route = keyed && t->cache ? route_probe(t, src, dst)->route : NULL; /* borrowed */
+    if (!route) {
+        PyObject *pair = PyTuple_Pack(2, args[0], args[1]);
+        if (!pair) return -1;
+        route = PyDict_GetItemWithError(t->routes, pair); /* borrowed */
+        Py_DECREF(pair);
+        if (!route) return PyErr_Occurred() ? -1 : 0;
+        if (keyed) route_remember(t, src, dst, route);
+    }
     if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) == 0) return 0;
     PyObject *first = PyTuple_GET_ITEM(route, 0);
     if (!Py_IS_TYPE(first, link_type)) return 0;
@@ -578,6 +636,7 @@ static PyObject *Transfer_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 }
 
 static int Transfer_traverse(Transfer *t, visitproc visit, void *arg) {
+    for (size_t i = 0; t->cache && i <= t->cmask; i++) Py_VISIT(t->cache[i].route);
     Py_VISIT(t->routes);
     Py_VISIT(t->fallback);
     Py_VISIT(Py_TYPE(t));
@@ -585,6 +644,7 @@ static int Transfer_traverse(Transfer *t, visitproc visit, void *arg) {
 }
 
 static int Transfer_clear(Transfer *t) {
+    routes_forget(t);
     Py_CLEAR(t->routes);
     Py_CLEAR(t->fallback);
     return 0;
@@ -594,6 +654,7 @@ static void Transfer_dealloc(Transfer *t) {
     PyTypeObject *tp = Py_TYPE(t);
     PyObject_GC_UnTrack(t);
     Transfer_clear(t);
+    PyMem_Free(t->cache);
     tp->tp_free((PyObject *)t);
     Py_DECREF(tp);
 }

@@ -315,6 +315,32 @@ def test_the_c_transfer_sends_as_the_python_one_and_falls_back_where_it_must():
         b.run()
 
 
+def test_the_c_transfer_remembers_found_routes_only() -> None:
+    """PlainTransfer keeps the routes it found by (src, dst) as C integers: once found in the
+    backend's dict, a route is taken from C again (a route changed in the dict afterwards, which
+    aware.py never does, shows it); ranks beyond 64 bits use the dict every time."""
+    from network.event_queue import native_module
+
+    native = native_module()
+    if native is None:
+        pytest.skip("the C module is not built")
+    b = CongestionAwareBackend(net(["Switch"], [4], [50.0], [500.0]))
+    done: list = []
+    for i, t in enumerate((3, 10**6, 2 * 10**6)):  # built by the Python method, found in the dict, remembered
+        b.queue.schedule(t, b.send, 0, 1, MB, i, done.append, i)
+    b.run()
+    b._routes[(0, 1)] = ("not a link",)  # the Python method would fail on it
+    b.queue.schedule(5, b.send, 0, 1, MB, 9, done.append, 9)
+    b.run()
+    assert done == [0, 1, 2, 9]
+
+    calls: list = []
+    t = native.PlainTransfer({(1 << 70, 1): ("not a link",)}, lambda *a: calls.append(a[:2]))
+    t(1 << 70, 1, 8, None)
+    t(1 << 70, 1, 8, None)
+    assert calls == [(1 << 70, 1)] * 2
+
+
 def test_a_subclass_that_overrides_transfer_keeps_its_own():
     class Counting(CongestionAwareBackend):
         def _transfer(self, src, dst, size_bytes, full):
