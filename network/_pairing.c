@@ -334,16 +334,21 @@ typedef struct {
     PyObject *key; /* the overflow dict's key, a new reference; NULL for the table */
 } ChanRef;
 
-/* 1: all four fit in 64 bits (k set); 0: one does not; -1: error (not an integer) */
+/* 1: all four fit in 64 bits (k set); 0: one does not; -1: error (not an integer). An integer of
+ * another type (numpy's) is the int it stands for, as the tuple key it equals in the reference. */
 static int key_ints(PyObject *const parts[4], long long k[4]) {
     for (int i = 0; i < 4; i++) {
-        if (!PyLong_Check(parts[i])) {
-            PyErr_Format(PyExc_TypeError, "a pairing key's tag, ranks and size are integers, not %.80s",
-                         Py_TYPE(parts[i])->tp_name);
+        PyObject *v = PyLong_Check(parts[i]) ? Py_NewRef(parts[i]) : PyIndex_Check(parts[i]) ? PyNumber_Index(parts[i])
+                                                                                            : NULL;
+        if (!v) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "a pairing key's tag, ranks and size are integers, not %.80s",
+                             Py_TYPE(parts[i])->tp_name);
             return -1;
         }
         int overflow;
-        k[i] = PyLong_AsLongLongAndOverflow(parts[i], &overflow);
+        k[i] = PyLong_AsLongLongAndOverflow(v, &overflow);
+        Py_DECREF(v);
         if (overflow) return 0;
         if (k[i] == -1 && PyErr_Occurred()) return -1;
     }

@@ -368,17 +368,17 @@ static PyObject *SysFast_register_event(SysFast *f, PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_TypeError, "register_event(delay_ns, callback, *args)");
         return NULL;
     }
+    PyObject *d = PyNumber_Index(args[0]); /* an int, or anything the queue's schedule takes as one */
+    if (!d) return NULL;
     int overflow = 0;
-    long long delay = PyLong_Check(args[0]) ? PyLong_AsLongLongAndOverflow(args[0], &overflow) : 0;
-    if (!PyLong_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "register_event: the delay is an int of ns, not %.80s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
+    long long delay = PyLong_AsLongLongAndOverflow(d, &overflow);
     if (overflow) {
-        if (overflow > 0) time_past_clock(f, args[0]);
+        if (overflow > 0) time_past_clock(f, d);
         else PyErr_SetString(PyExc_OverflowError, "register_event: a delay before the start of time");
+        Py_DECREF(d);
         return NULL;
     }
+    Py_DECREF(d);
     if (delay == -1 && PyErr_Occurred()) return NULL;
     PyObject *tup = PyTuple_New(n - 2);
     if (!tup) return NULL;

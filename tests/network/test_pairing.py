@@ -148,6 +148,13 @@ def test_channels_can_be_read_and_replaced() -> None:
     assert b._channels == {} and b.unmatched() == []
     with pytest.raises(TypeError, match="integers"):
         b.recv(1, 0, 8.0, 5, print)
+
+    class Five:  # an integer of another type (numpy's): the key of the int it stands for
+        def __index__(self) -> int:
+            return 5
+
+    b.recv(1, 0, 8, Five(), print)
+    assert b._channels[(5, 0, 1, 8)].recvs == 1
     with pytest.raises(TypeError):
         b._channels = {(1, 2): _native.Channel()}
 

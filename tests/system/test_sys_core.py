@@ -239,3 +239,12 @@ def test_the_c_batches_show_what_waits_and_refuse_a_tick_past_the_clock() -> Non
             s.backend.run()
     with pytest.raises(KeyError):
         s._fast.call_events(12345)
+    with pytest.raises(TypeError):  # as the queue's schedule: a delay is a whole number of ns
+        s.register_event(2.5, print)
+
+    class Ns:
+        def __index__(self) -> int:
+            return 5
+
+    s.register_event(Ns(), print, "b")  # a numpy integer, say: taken as the int it stands for
+    assert s._fast.batches[s.now() + 5][-1] == (print, ("b",))
