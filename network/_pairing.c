@@ -2,9 +2,10 @@
  * the reference, which says what the rules are; tests hold the two to every cycle and byte).
  *
  * Pairing is the C base of AnalyticalBackend: its counters and the state the hot path reads are
- * C fields (Python reads and writes them as attributes), and ``exchange`` (one collective step)
- * and ``_on_arrival`` (a message delivered) run without a Python frame. ``_transfer`` stays a
- * method of each backend, called through the type, so a subclass's override runs.
+ * C fields (Python reads and writes them as attributes), and ``exchange`` (one collective step),
+ * ``_post_send`` and ``_post_recv`` (a point-to-point send or receive) and ``_on_arrival`` (a
+ * message delivered) run without a Python frame. ``_transfer`` stays a method of each backend,
+ * called through the type, so a subclass's override runs.
  *
  * A message is base.py's list: [send callback, its args, receive callback, its args, arrived,
  * label, time sent, key, n-th of its key]. A channel (one key) counts its sends and receives and

@@ -11,8 +11,8 @@
  * slots' offsets (taken from the classes' member descriptors, for exactly those classes), so the
  * Python code that runs around the loop (a phase's start and end, the batched ring phases, the
  * report) sees what it always saw. Anything else (a tree, a custom algorithm, a subclass) calls the Python
- * methods. Events still go through the Sys's per-tick batches and the backend's schedule, in the
- * order the Python code puts them there.
+ * methods. Events still go through the Sys's per-tick batches (a C table here, ``Sys._batches``
+ * in Python) and the backend's schedule, in the order the Python code puts them there.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
