@@ -337,8 +337,34 @@ def _run_one(args: list[str]) -> None:
     t0 = time.perf_counter()
     code = main([*args[1:], "--quiet", "--report", args[0]])
     wall = time.perf_counter() - t0
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"code": int(code), "wall": wall, "rss_mb": rss_mb}))
+    print(json.dumps({"code": int(code), "wall": wall, "rss_mb": _own_peak_rss_mb()}))
+
+
+def _own_peak_rss_mb() -> float:
+    """This process's peak RSS: VmHWM, the high-water mark of its own memory map (Linux).
+    ``ru_maxrss`` is no measure for a child: the kernel carries the parent's RSS at fork over
+    the exec, so a child of a 60 MB bench read at least 60 MB whatever it used."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ASTRA-sim's wall and peak RSS, taken by a small Python started for the purpose: its child
+# carries that process's few MB over the exec, not the bench's (see _own_peak_rss_mb)
+_SPAWNER = """\
+import json, os, sys, time
+t = time.perf_counter()
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - t
+with open(sys.argv[1], "w") as f:
+    json.dump({"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status)}, f)
+"""
 
 
 def _run_ours(prep: Prepared) -> dict:
@@ -363,7 +389,7 @@ def _run_ours(prep: Prepared) -> dict:
 
 
 def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
-    """ASTRA-sim in its own process: wall from outside, peak RSS from wait4, cycles per rank."""
+    """ASTRA-sim in its own process, started by _SPAWNER: its wall and peak RSS, cycles per rank."""
     import subprocess
 
     exe = bin_dir / ASTRA_BINARIES[prep.backend]
@@ -371,20 +397,19 @@ def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
         return {"failed": True, "error": f"{exe} not found"}
     logs = work / "astra-logs"
     logs.mkdir(exist_ok=True)
+    measured = work / "astra-measured.json"
+    measured.unlink(missing_ok=True)
     with tempfile.TemporaryFile() as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([str(exe), *prep.astra, f"--logging-folder={logs}"], cwd=work,
-                                stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), str(exe), *prep.astra,
+                               f"--logging-folder={logs}"], cwd=work, stdout=out, stderr=subprocess.STDOUT)
         out.seek(0)
         text = out.read()
+    m = json.loads(measured.read_text()) if measured.exists() else {"code": proc.returncode}
     cycles = {int(r): int(c) for r, c in _FINISHED.findall(text)}
-    if proc.returncode != 0 or len(cycles) != prep.npus:
-        return {"failed": True, "error": f"exit {proc.returncode}, {len(cycles)} of {prep.npus} ranks finished: "
+    if m["code"] != 0 or len(cycles) != prep.npus:
+        return {"failed": True, "error": f"exit {m['code']}, {len(cycles)} of {prep.npus} ranks finished: "
                                          + text.decode(errors="replace").strip()[-300:]}
-    return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "cycles": [cycles[r] for r in range(prep.npus)]}
+    return {"wall": m["wall"], "rss_mb": m["rss_mb"], "cycles": [cycles[r] for r in range(prep.npus)]}
 
 
 def _median_run(runs: list[dict]) -> dict:
