@@ -19,12 +19,12 @@ _spec.loader.exec_module(native_build)
 setup(ext_modules=[
     Extension(
         "network._event_core", ["network/_event_core.c", "network/_aware_links.c", "network/_pairing.c"],
-        depends=["network/_event_core.h"], optional=True,
+        depends=["network/_event_core.h", "network/_long_map.h"], optional=True,
         define_macros=[("DTSIM_SOURCE_CHECKSUM", f'"{native_build.source_checksum(HERE / "network")}"')],
     ),
     Extension(
-        "system._sys_core", ["system/_sys_core.c"], include_dirs=["network"], depends=["network/_event_core.h"],
-        optional=True,
+        "system._sys_core", ["system/_sys_core.c"], include_dirs=["network"],
+        depends=["network/_event_core.h", "network/_long_map.h"], optional=True,
         define_macros=[("DTSIM_SOURCE_CHECKSUM",
                         f'"{native_build.source_checksum(HERE / "system", native_build.SYSTEM_SOURCES)}"')],
     ),

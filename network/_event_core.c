@@ -18,79 +18,6 @@
 
 #include "_event_core.h"
 
-/* -- the map: tick time -> slab index ----------------------------------------------------------- */
-
-static inline size_t slot_of(long long t, Py_ssize_t cap) {
-    unsigned long long h = (unsigned long long)t * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(h >> 32) & (size_t)(cap - 1);
-}
-
-static Py_ssize_t map_get(Queue *q, long long t) {
-    size_t mask = (size_t)q->map_cap - 1, i = slot_of(t, q->map_cap);
-    for (;;) {
-        Py_ssize_t v = q->map_vals[i];
-        if (v < 0) return -1;
-        if (q->map_keys[i] == t) return v;
-        i = (i + 1) & mask;
-    }
-}
-
-static void map_put_nogrow(Queue *q, long long t, Py_ssize_t v) {
-    size_t mask = (size_t)q->map_cap - 1, i = slot_of(t, q->map_cap);
-    while (q->map_vals[i] >= 0) i = (i + 1) & mask;
-    q->map_keys[i] = t;
-    q->map_vals[i] = v;
-    q->map_n++;
-}
-
-static int map_init(Queue *q, Py_ssize_t cap) {
-    q->map_keys = PyMem_Malloc(sizeof(long long) * (size_t)cap);
-    q->map_vals = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)cap);
-    if (!q->map_keys || !q->map_vals) { PyErr_NoMemory(); return -1; }
-    for (Py_ssize_t i = 0; i < cap; i++) q->map_vals[i] = -1;
-    q->map_cap = cap;
-    q->map_n = 0;
-    return 0;
-}
-
-static int map_put(Queue *q, long long t, Py_ssize_t v) {
-    if (2 * (q->map_n + 1) > q->map_cap) {
-        long long *keys = q->map_keys;
-        Py_ssize_t *vals = q->map_vals, cap = q->map_cap;
-        if (map_init(q, cap * 2) < 0) { q->map_keys = keys; q->map_vals = vals; q->map_cap = cap; return -1; }
-        for (Py_ssize_t i = 0; i < cap; i++)
-            if (vals[i] >= 0) map_put_nogrow(q, keys[i], vals[i]);
-        PyMem_Free(keys);
-        PyMem_Free(vals);
-    }
-    map_put_nogrow(q, t, v);
-    return 0;
-}
-
-static void map_del(Queue *q, long long t) {
-    size_t mask = (size_t)q->map_cap - 1, i = slot_of(t, q->map_cap);
-    while (q->map_keys[i] != t || q->map_vals[i] < 0) {
-        if (q->map_vals[i] < 0) return;
-        i = (i + 1) & mask;
-    }
-    /* backward shift: later entries of the probe run move up so that no lookup stops early */
-    size_t j = i;
-    for (;;) {
-        q->map_vals[i] = -1;
-        for (;;) {
-            j = (j + 1) & mask;
-            if (q->map_vals[j] < 0) { q->map_n--; return; }
-            size_t home = slot_of(q->map_keys[j], q->map_cap);
-            /* j's entry may fill i unless its home lies cyclically in (i, j] */
-            if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
-            break;
-        }
-        q->map_keys[i] = q->map_keys[j];
-        q->map_vals[i] = q->map_vals[j];
-        i = j;
-    }
-}
-
 /* An array of *cap elements of elem bytes, doubled (or first elements when empty): the new array
  * and *cap updated, or NULL with MemoryError and both left as they were. */
 static void *grow(void *buf, Py_ssize_t *cap, Py_ssize_t first, size_t elem) {
@@ -159,12 +86,12 @@ static Py_ssize_t new_tick(Queue *q, long long t) {
     Tick *tk = &q->ticks[idx];
     tk->t = t;
     tk->n = tk->head = 0;
-    if (map_put(q, t, idx) < 0 || heap_push(q, idx) < 0) return -1;
+    if (lmap_put(&q->map, t, idx) < 0 || heap_push(q, idx) < 0) return -1;
     return idx;
 }
 
 static void release_tick(Queue *q, Py_ssize_t idx) {
-    map_del(q, q->ticks[idx].t);
+    lmap_del(&q->map, q->ticks[idx].t);
     if (q->nfree == q->free_cap) {
         Py_ssize_t *f = grow(q->free_slots, &q->free_cap, 64, sizeof *f);
         if (!f) {  /* keep the slab entry unused rather than fail: it is only memory */
@@ -202,7 +129,7 @@ int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
         return -1;
     }
     long long t = q->now + delay;
-    Py_ssize_t idx = map_get(q, t);
+    Py_ssize_t idx = lmap_get(&q->map, t);
     if (idx < 0 && (idx = new_tick(q, t)) < 0) return -1;
     Tick *tk = &q->ticks[idx];
     if (tk->n == tk->cap) {
@@ -371,7 +298,7 @@ static int Queue_init(Queue *q, PyObject *args, PyObject *kw) {
     Py_XSETREF(q->on_tick, Py_None);
     q->now = 0;
     q->events_processed = 0;
-    if (!q->map_keys && map_init(q, 64) < 0) return -1;
+    if (!q->map.cap && lmap_init(&q->map, 64) < 0) return -1;
     return 0;
 }
 
@@ -420,8 +347,7 @@ static void Queue_dealloc(Queue *q) {
     PyMem_Free(q->ticks);
     PyMem_Free(q->free_slots);
     PyMem_Free(q->heap);
-    PyMem_Free(q->map_keys);
-    PyMem_Free(q->map_vals);
+    lmap_free(&q->map);
     tp->tp_free((PyObject *)q);
     Py_DECREF(tp);
 }

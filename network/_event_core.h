@@ -5,6 +5,8 @@
 
 #include <Python.h>
 
+#include "_long_map.h"
+
 typedef struct {
     PyObject *cb;
     PyObject *args; /* a tuple */
@@ -30,9 +32,7 @@ typedef struct {
     Py_ssize_t nfree, free_cap;
     Py_ssize_t *heap;
     Py_ssize_t heap_n, heap_cap;
-    long long *map_keys;
-    Py_ssize_t *map_vals; /* slab index, -1: empty */
-    Py_ssize_t map_cap, map_n;
+    LongMap map; /* tick time -> slab index */
 } Queue;
 
 /* Queue a call of cb(*args) at now + delay, after what that tick holds (new references). */

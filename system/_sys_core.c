@@ -170,71 +170,15 @@ typedef struct {
     Py_ssize_t n, cap;
 } Batch;
 
-typedef struct {
-    long long t;
-    Batch *b; /* NULL: a free slot */
-} TickSlot;
-
 struct Ticks {
-    TickSlot *slots;
-    size_t mask, used;
+    LongMap map; /* tick -> its Batch, as (Py_ssize_t) pointer (network/_long_map.h, as the queue's) */
     Batch *spare[16];
     int n_spare;
 };
 
-static inline size_t tick_home(const struct Ticks *k, long long t) {
-    uint64_t h = (uint64_t)t * 0x9e3779b97f4a7c15ULL;
-    return (size_t)(h ^ (h >> 29)) & k->mask;
-}
-
-static TickSlot *tick_probe(struct Ticks *k, long long t) {
-    for (size_t i = tick_home(k, t);; i = (i + 1) & k->mask)
-        if (!k->slots[i].b || k->slots[i].t == t) return &k->slots[i];
-}
-
 static Batch *tick_find(struct Ticks *k, long long t) {
-    return k && k->slots ? tick_probe(k, t)->b : NULL;
-}
-
-static int tick_insert(struct Ticks *k, long long t, Batch *b) {
-    if (2 * (k->used + 1) > (k->slots ? k->mask + 1 : 0)) {
-        size_t cap = k->slots ? 2 * (k->mask + 1) : 16, old_cap = k->slots ? k->mask + 1 : 0;
-        TickSlot *old = k->slots, *slots = PyMem_Calloc(cap, sizeof(TickSlot));
-        if (!slots) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        k->slots = slots;
-        k->mask = cap - 1;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].b) *tick_probe(k, old[i].t) = old[i];
-        PyMem_Free(old);
-    }
-    TickSlot *s = tick_probe(k, t);
-    s->t = t;
-    s->b = b;
-    k->used++;
-    return 0;
-}
-
-/* t's slot freed; the slots after it move back (no tombstones) */
-static void tick_remove(struct Ticks *k, long long t) {
-    TickSlot *s = tick_probe(k, t);
-    if (!s->b) return;
-    s->b = NULL;
-    k->used--;
-    size_t i = (size_t)(s - k->slots), j = i;
-    for (;;) {
-        j = (j + 1) & k->mask;
-        if (!k->slots[j].b) return;
-        size_t home = tick_home(k, k->slots[j].t);
-        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!stays) {
-            k->slots[i] = k->slots[j];
-            k->slots[j].b = NULL;
-            i = j;
-        }
-    }
+    Py_ssize_t v = k ? lmap_get(&k->map, t) : LMAP_EMPTY;
+    return v == LMAP_EMPTY ? NULL : (Batch *)v;
 }
 
 static void entry_release(Entry *e) {
@@ -257,20 +201,26 @@ static void batch_release(struct Ticks *k, Batch *b) {
     PyMem_Free(b);
 }
 
+/* every pending batch released and forgotten (the map's memory kept) */
+static void ticks_clear(struct Ticks *k) {
+    for (Py_ssize_t i = 0; k && i < k->map.cap; i++) {
+        Py_ssize_t v = k->map.vals[i];
+        if (v == LMAP_EMPTY) continue;
+        k->map.vals[i] = LMAP_EMPTY;
+        k->map.n--;
+        batch_release(k, (Batch *)v);
+    }
+}
+
 static void ticks_free(struct Ticks *k) {
     if (!k) return;
-    for (size_t i = 0; k->slots && i <= k->mask; i++)
-        if (k->slots[i].b) {
-            Batch *b = k->slots[i].b;
-            k->slots[i].b = NULL;
-            batch_release(k, b);
-        }
+    ticks_clear(k);
     while (k->n_spare) {
         Batch *b = k->spare[--k->n_spare];
         PyMem_Free(b->e);
         PyMem_Free(b);
     }
-    PyMem_Free(k->slots);
+    lmap_free(&k->map);
     PyMem_Free(k);
 }
 
@@ -314,7 +264,7 @@ static int register_entry(SysFast *f, long long delay, const Entry *e) {
             PyErr_NoMemory();
             return -1;
         }
-        if (tick_insert(k, t, b) < 0) {
+        if (lmap_put(&k->map, t, (Py_ssize_t)b) < 0) {
             batch_release(k, b);
             return -1;
         }
@@ -937,7 +887,7 @@ static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
         if (!r) return NULL;
         Py_DECREF(r);
     }
-    tick_remove(f->ticks, tick);
+    lmap_del(&f->ticks->map, tick);
     batch_release(f->ticks, b);
     Py_RETURN_NONE;
 }
@@ -946,10 +896,10 @@ static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
 static PyObject *SysFast_get_batches(SysFast *f, void *Py_UNUSED(closure)) {
     PyObject *d = PyDict_New();
     struct Ticks *k = f->ticks;
-    for (size_t i = 0; d && k && k->slots && i <= k->mask; i++) {
-        Batch *b = k->slots[i].b;
-        if (!b) continue;
-        PyObject *list = PyList_New(b->n), *t = PyLong_FromLongLong(k->slots[i].t);
+    for (Py_ssize_t i = 0; d && k && i < k->map.cap; i++) {
+        if (k->map.vals[i] == LMAP_EMPTY) continue;
+        Batch *b = (Batch *)k->map.vals[i];
+        PyObject *list = PyList_New(b->n), *t = PyLong_FromLongLong(k->map.keys[i]);
         for (Py_ssize_t j = 0; list && j < b->n; j++) {
             Entry *e = &b->e[j];
             PyObject *item = e->cb ? PyTuple_Pack(2, e->cb, e->a[0]) : Py_BuildValue("(O(OOO))", f->bundle_cb, e->a[0],
@@ -1538,8 +1488,8 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->sys);
     Py_VISIT(f->clock);
     struct Ticks *k = f->ticks;
-    for (size_t i = 0; k && k->slots && i <= k->mask; i++) {
-        Batch *b = k->slots[i].b;
+    for (Py_ssize_t i = 0; k && i < k->map.cap; i++) {
+        Batch *b = k->map.vals[i] == LMAP_EMPTY ? NULL : (Batch *)k->map.vals[i];
         for (Py_ssize_t j = 0; b && j < b->n; j++) {
             Py_VISIT(b->e[j].cb);
             Py_VISIT(b->e[j].a[0]);
@@ -1563,14 +1513,7 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
 static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->sys);
     Py_CLEAR(f->clock);
-    struct Ticks *k = f->ticks;
-    for (size_t i = 0; k && k->slots && i <= k->mask; i++)
-        if (k->slots[i].b) {
-            Batch *b = k->slots[i].b;
-            k->slots[i].b = NULL;
-            k->used--;
-            batch_release(k, b);
-        }
+    ticks_clear(f->ticks);
     Py_CLEAR(f->schedule);
     Py_CLEAR(f->exchange);
     Py_CLEAR(f->id);

@@ -90,9 +90,8 @@ class Sys(RendezvousMixin, CollectiveGeneration):
                                           self.id, self.communication_delay, self.local_mem_bw)
             self.mem_bus_transfer = self._fast.mem_bus_transfer  # type: ignore[method-assign]
             self.collective_send_recv = self._fast.collective_send_recv  # type: ignore[method-assign]
-            # the per-tick batches are the C table's: every registration goes there
+            # the per-tick batches are the C table's: every registration goes there, and C runs them
             self.register_event = self._fast.register_event  # type: ignore[method-assign]
-            self._call_events = self._fast.call_events  # type: ignore[method-assign]
             if type(self) is Sys and type(self.scheduler_unit) is SchedulerUnit:
                 # a stream's moves between phases and queues too, for every algorithm: the same
                 # steps as the methods below and SchedulerUnit's, on the same objects

@@ -36,7 +36,7 @@ def test_pip_install_built_the_system_core() -> None:
 def test_an_analytical_backend_takes_the_c_path(backend: type) -> None:
     s = Sys(0, backend(NET), SystemConfig.default())
     assert isinstance(s._fast, SYS_CORE.SysFast)
-    assert s.mem_bus_transfer == s._fast.mem_bus_transfer and s._call_events == s._fast.call_events
+    assert s.mem_bus_transfer == s._fast.mem_bus_transfer and s.register_event == s._fast.register_event
     assert s._fast.direct  # the queue's calendar through network._event_core's capsule
 
 
