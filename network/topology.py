@@ -19,6 +19,8 @@ class TopologyKind(enum.Enum):
     FULLY_CONNECTED = "FullyConnected"
     SWITCH = "Switch"
 
+    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
+
 
 class Dimension(NamedTuple):
     """One network dimension: its building block, size, link bandwidth (GB/s) and latency (ns).

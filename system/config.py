@@ -44,6 +44,8 @@ class ImplType(enum.Enum):
     DOUBLE_BINARY_TREE = "doubleBinaryTree"
     CUSTOM = "custom"
 
+    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
+
     @property
     def is_one(self) -> bool:
         return self in (ImplType.ONE_RING, ImplType.ONE_DIRECT, ImplType.ONE_HALVING_DOUBLING)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from network.errors import InputError
 from system.collective.algorithm import Algorithm, ComType
+from system.collective.packet_algorithm import PacketAlgorithm
 from system.collective.ring import Ring
 from system.comm_group import CommunicatorGroup
 from system.config import CollectiveImpl, CollectiveOptimization, ImplType, SchedulingPolicy
@@ -24,6 +25,21 @@ from system.sys_core import SYS_CORE
 
 # a slot-for-slot copy in C (system/_sys_core.c); without it every phase runs its constructors
 _clone_slots = None if SYS_CORE is None else SYS_CORE.clone_slots
+
+
+def _pristine(phase: CollectivePhase, clone: Callable[[Any], Any]) -> "tuple | bool":
+    """What later streams of the same shape copy, taken before the phase runs: (a copy of the
+    phase, copier, argument), where copier(argument) is a fresh algorithm: the C slot copy of
+    the pristine one itself where its class adds nothing to it, else its fresh_copy; False
+    where the class does not copy (each stream runs the constructors)."""
+    original = phase.algorithm.fresh_copy(clone)
+    if original is None:
+        return False
+    copy = clone(phase)
+    copy.algorithm = original
+    if type(original).fresh_copy is PacketAlgorithm.fresh_copy:  # no Python call per stream
+        return copy, clone, original
+    return copy, original.fresh_copy, clone
 
 
 class CollectiveGeneration:
@@ -142,23 +158,27 @@ class CollectiveGeneration:
         if gid is None:
             self.world_first_tags[seq] = self.astra_streams  # see divergence.world_tag_disagreements
         generate_phase = self.generate_collective_phase
+        clone = _clone_slots
         for _ in range(count):
             phases: list[CollectivePhase] = []
             remain = chunk
-            for i, (ctype, basic, next_queue, impl) in enumerate(plan):
-                queue_id, direction = next_queue()
+            for i, (ctype, basic, next_queue, impl, fixed) in enumerate(plan):
+                queue_id, direction = fixed or next_queue()
                 # an algorithm's initial state depends on the phase, its size and its direction
-                # only: a copy of a pristine one replaces the constructors (4 µs a phase)
+                # only: copies of a pristine phase and algorithm replace the constructors
                 shape = (i, remain, direction)
                 proto = pristine.get(shape)
                 if proto is None:
                     ph = generate_phase(ctype, basic, remain, queue_id, direction, impl)
-                    if _clone_slots is not None:
-                        pristine[shape] = ph.algorithm.fresh_copy(_clone_slots) or False
+                    if clone is not None:
+                        pristine[shape] = _pristine(ph, clone)
                 elif proto is False:
                     ph = generate_phase(ctype, basic, remain, queue_id, direction, impl)
                 else:
-                    ph = CollectivePhase(queue_id, proto.fresh_copy(_clone_slots))
+                    pristine_phase, copier, argument = proto
+                    ph = clone(pristine_phase)
+                    ph.queue_id = queue_id
+                    ph.algorithm = copier(argument)
                 phases.append(ph)
                 remain = ph.final_data_size
             self.insert_into_ready_list(StreamBaseline(self, dataset, self._next_stream_id(group), phases, pri))
@@ -168,7 +188,8 @@ class CollectiveGeneration:
     def _phase_plan(self, topology: LogicalTopology, impls: tuple[CollectiveImpl, ...],
                     involved: list[bool] | None, com_type: ComType) -> tuple[tuple, ...]:
         """The phases of each stream of a collective, in order: (phase type, logical dimension's
-        topology, the queue allocator it takes its queue from, implementation). localBWAware
+        topology, the queue allocator it takes its queue from, implementation, the allocator's
+        answer where it is always the same, else None). localBWAware
         all-reduce is reduce-scatter up the dimensions, all-reduce on the last active one, and
         all-gather back down (ASTRA-sim: Sys::generate_collective)."""
         n_dims = topology.get_num_of_dimensions()
@@ -183,7 +204,9 @@ class CollectiveGeneration:
                 (involved is None or d >= len(involved) or bool(involved[d]))
 
         def add(ctype: ComType, d: int, next_queue: Callable[[], tuple[int, Direction]]) -> None:
-            plan.append((ctype, topology.get_basic_topology_at_dimension(d), next_queue, impls[d]))
+            # a level of one queue gives every phase the same (queue, direction): asked once
+            fixed = None if levels[d].rotates else next_queue()
+            plan.append((ctype, topology.get_basic_topology_at_dimension(d), next_queue, impls[d], fixed))
 
         if com_type is not ComType.ALL_REDUCE or \
                 self.config.collective_optimization is CollectiveOptimization.BASELINE:

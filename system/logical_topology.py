@@ -17,6 +17,8 @@ class Direction(enum.Enum):
     CLOCKWISE = 0
     ANTICLOCKWISE = 1
 
+    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
+
 
 class RingTopology:
     """A ring of NPUs in a fixed order (ASTRA-sim: RingTopology).

@@ -20,6 +20,12 @@ class QueueLevelHandler:
         self.first_allocator = 0
         self.last_allocator = count // 2
 
+    @property
+    def rotates(self) -> bool:
+        """Whether the allocators hand out more than one (queue, direction): with one queue (or
+        none) each of them gives the same answer every time, and its counters stay at 0."""
+        return len(self.queues) > 1
+
     def get_next_queue_id(self) -> tuple[int, Direction]:
         n = len(self.queues)
         direction = Direction.ANTICLOCKWISE if n > 1 and self.allocator >= n // 2 else Direction.CLOCKWISE
