@@ -265,11 +265,7 @@ static int link_transmit_c(Link *l, PyObject *chunk) {
         return 0;
     }
     Queue *q = (Queue *)l->queue;
-    PyObject *a = PyTuple_Pack(1, chunk);
-    if (!a) return -1;
-    int r = dtsim_push_event(q, arrive, l->on_arrived, a);
-    Py_DECREF(a);
-    if (r < 0) return -1;
+    if (dtsim_push_event1(q, arrive, l->on_arrived, chunk) < 0) return -1;
     return dtsim_push_event(q, busy, l->free_cb, empty_tuple);
 }
 

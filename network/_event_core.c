@@ -119,7 +119,7 @@ static int time_overflow(long long now, PyObject *delay) {
 }
 
 /* Steals nothing: takes new references to cb and args. */
-int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
+static int push(Queue *q, long long delay, PyObject *cb, PyObject *args, int one) {
     if (delay > 0 && q->now > LLONG_MAX - delay) {
         PyObject *d = PyLong_FromLongLong(delay);
         if (d) {
@@ -141,9 +141,14 @@ int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
     Py_INCREF(args);
     tk->ev[tk->n].cb = cb;
     tk->ev[tk->n].args = args;
+    tk->ev[tk->n].one = one;
     tk->n++;
     return 0;
 }
+
+int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) { return push(q, delay, cb, args, 0); }
+
+int dtsim_push_event1(Queue *q, long long delay, PyObject *cb, PyObject *arg) { return push(q, delay, cb, arg, 1); }
 
 static int as_delay(Queue *q, PyObject *o, long long *out) {
     long long d = PyLong_AsLongLong(o);
@@ -165,6 +170,10 @@ static PyObject *Queue_schedule(Queue *q, PyObject *const *args, Py_ssize_t narg
     }
     long long d;
     if (as_delay(q, args[0], &d) < 0) return NULL;
+    if (nargs == 3) {
+        if (push(q, d, args[1], args[2], 1) < 0) return NULL;
+        Py_RETURN_NONE;
+    }
     PyObject *tup = PyTuple_New(nargs - 2);
     if (!tup) return NULL;
     for (Py_ssize_t i = 2; i < nargs; i++) {
@@ -236,7 +245,7 @@ static PyObject *Queue_run_loop(Queue *q, PyObject *const *args, Py_ssize_t narg
             Tick *tk = &q->ticks[idx]; /* re-read: a callback may grow the slab or this tick */
             if (tk->head == tk->n) break;
             Ev e = tk->ev[tk->head++];
-            PyObject *res = PyObject_Call(e.cb, e.args, NULL);
+            PyObject *res = e.one ? PyObject_CallOneArg(e.cb, e.args) : PyObject_Call(e.cb, e.args, NULL);
             Py_DECREF(e.cb);
             Py_DECREF(e.args);
             if (!res) goto error;
@@ -410,7 +419,7 @@ static int exec_module(PyObject *m) {
     if (PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM) < 0) return -1;
     if (dtsim_add_aware_links(m) < 0) return -1;
     if (dtsim_add_pairing(m) < 0) return -1;
-    static DtsimCoreAPI api = {sizeof(DtsimCoreAPI), NULL, dtsim_push_event};
+    static DtsimCoreAPI api = {sizeof(DtsimCoreAPI), NULL, dtsim_push_event, dtsim_push_event1};
     api.core_type = dtsim_core_type;
     PyObject *capsule = PyCapsule_New(&api, DTSIM_CORE_API_CAPSULE, NULL);
     if (!capsule) return -1;

@@ -9,7 +9,8 @@
 
 typedef struct {
     PyObject *cb;
-    PyObject *args; /* a tuple */
+    PyObject *args; /* a tuple; with ``one`` set, the only argument itself (no tuple per event) */
+    int one;
 } Ev;
 
 typedef struct {
@@ -37,6 +38,9 @@ typedef struct {
 
 /* Queue a call of cb(*args) at now + delay, after what that tick holds (new references). */
 int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args);
+/* The same for cb(arg): most events have one argument (a hop's chunk, a Sys's tick), and a
+ * tuple made and freed for each was a tenth of the loop's allocations. */
+int dtsim_push_event1(Queue *q, long long delay, PyObject *cb, PyObject *arg);
 
 /* The queue's type, for a link to check that its queue is one. */
 extern PyTypeObject *dtsim_core_type;
@@ -53,6 +57,7 @@ typedef struct {
     size_t size; /* sizeof(DtsimCoreAPI) when compiled: another value refuses the capsule */
     PyTypeObject *core_type;
     int (*push_event)(Queue *q, long long delay, PyObject *cb, PyObject *args);
+    int (*push_event1)(Queue *q, long long delay, PyObject *cb, PyObject *arg);
 } DtsimCoreAPI;
 
 #define DTSIM_CORE_API_CAPSULE "network._event_core._C_API"

@@ -272,9 +272,7 @@ static int register_entry(SysFast *f, long long delay, const Entry *e) {
         if (!tt) return -1;
         int r;
         if (f->core) { /* schedule(delay, call_events, t) */
-            PyObject *targs = PyTuple_Pack(1, tt);
-            r = targs ? core_api->push_event(f->core, delay, f->call_events_cb, targs) : -1;
-            Py_XDECREF(targs);
+            r = core_api->push_event1(f->core, delay, f->call_events_cb, tt);
         } else {
             PyObject *d = PyLong_FromLongLong(delay);
             PyObject *res = d ? PyObject_CallFunctionObjArgs(f->schedule, d, f->call_events_cb, tt, NULL) : NULL;
