@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from bisect import insort
 import warnings
 from typing import Any
 
@@ -83,12 +84,15 @@ class Workload:
         self._ongoing: set[int] = set()
         self._in_flight = [0, 0, 0, 0]
         self._done_count = 0
+        self._n_nodes = len(graph.nodes)
+        self._replay_only, self._roofline = sys.config.replay_only, sys.config.roofline_enabled
         self.is_finished = False
         self.finish_time: int | None = None
         self.starts: dict[int, int] = {}
         # (node id, start ns, end ns) per finished node, in completion order
         self.records: list[tuple[int, int, int]] = []
-        self.collectives: list[dict[str, Any]] = []
+        self._collective_ends: list[tuple[Node, int]] = []  # (node, end ns): ``collectives`` reads them
+        self._collective_dicts: list[dict[str, Any]] = []
         self._datasets: dict[int, tuple[Node, DataSet]] = {}
         self.compute_ns = 0
         self._validate_rank_fields()
@@ -171,12 +175,11 @@ class Workload:
         if kind != _NONE:
             self._in_flight[kind] += 1
         self.starts[nid] = self._now()
-        cfg = self.sys.config
         t = node.type
-        if cfg.replay_only:
+        if self._replay_only:
             self._issue_replay(node)
         elif t == pb.COMP_NODE:
-            if cfg.roofline_enabled and not node.is_cpu_op:
+            if self._roofline and not node.is_cpu_op:
                 return self._issue_roofline(node)
             self._issue_replay(node)
         elif t == pb.COMM_COLL_NODE:
@@ -286,11 +289,19 @@ class Workload:
             ds.notifier = lambda d, n=node: self._collective_done(n, d)
 
     def _collective_done(self, node: Node, ds: DataSet) -> None:
-        start = self.starts[node.id]
-        self.collectives.append({"node": node.id, "type": COLL_TYPES[node.comm_type], "size": node.comm_size,
-                                 "start": start, "end": self.sys.now(), "pg": node.pg_name,
-                                 "algorithm": self._algorithm_name(node)})
+        self._collective_ends.append((node, self._now()))
         self._node_done(node.id)
+
+    @property
+    def collectives(self) -> list[dict[str, Any]]:
+        """The finished collectives in completion order: node, type, size, start, end (ns), pg and
+        algorithm; made when asked (the report, the trace), not per collective during the run."""
+        done, ends = self._collective_dicts, self._collective_ends
+        for node, end in ends[len(done):]:
+            done.append({"node": node.id, "type": COLL_TYPES[node.comm_type], "size": node.comm_size,
+                         "start": self.starts[node.id], "end": end, "pg": node.pg_name,
+                         "algorithm": self._algorithm_name(node)})
+        return done
 
     def _algorithm_name(self, node: Node) -> str:
         """The implementation(s) the collective ran with, as the system config spells them, one
@@ -339,7 +350,6 @@ class Workload:
         self._check_finished()
 
     def _finish(self, nid: int) -> None:
-        node = self.graph.nodes[nid]
         kinds = self._kind
         kind = kinds[nid]
         if kind != _NONE:
@@ -347,21 +357,25 @@ class Workload:
         self._ongoing.discard(nid)
         self._done_count += 1
         self.records.append((nid, self.starts[nid], self._now()))
+        children = self.graph.nodes[nid].children
+        if not children:
+            return
         waiting = self._waiting
         free_k = self._free_k
-        for c in node.children:
+        fresh, pass_no = self._freed_in_pass, self._pass_no
+        for c in children:
             left = waiting[c] - 1
             if left:
                 waiting[c] = left
             else:
                 del waiting[c]
-                bisect.insort(free_k[kinds[c]], c)
-                self._freed_in_pass[c] = self._pass_no
+                insort(free_k[kinds[c]], c)
+                fresh[c] = pass_no
 
     def _check_finished(self) -> None:
-        if self.is_finished:
-            return
-        if not self._ongoing and not any(self._in_flight) and not any(self._free_k):
+        # every node done: the same as nothing ongoing, in flight or free in a DAG (a node that
+        # waits has a parent not done, and the first of those is ongoing or free)
+        if self._done_count == self._n_nodes and not self.is_finished:
             self.is_finished = True
             self.finish_time = self._now()
             batcher = self.sys.ring_batcher
