@@ -32,6 +32,8 @@ typedef struct {
 
 static PyTypeObject *chunk_type = NULL;
 static PyTypeObject *link_type = NULL;
+static PyTypeObject *arrival_type = NULL; /* ChunkArrival, below */
+static int arrival_native(PyObject *arrival, PyObject *chunk, long long unused);
 
 static int Chunk_init(Chunk *c, PyObject *args, PyObject *kw) {
     static char *names[] = {"full", "route", "size_bytes", "ins", NULL};
@@ -236,6 +238,8 @@ static int link_now(Link *l, long long *now) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+static int link_free_native(PyObject *link, PyObject *unused, long long unused_x);
+
 /* Link._transmit of the plain link */
 static int link_transmit_c(Link *l, PyObject *chunk) {
     if (!Py_IS_TYPE(chunk, chunk_type)) {
@@ -265,7 +269,12 @@ static int link_transmit_c(Link *l, PyObject *chunk) {
         return 0;
     }
     Queue *q = (Queue *)l->queue;
-    if (dtsim_push_event1(q, arrive, l->on_arrived, chunk) < 0) return -1;
+    /* native events where the callee is ours: ChunkArrival, and the free of a plain link (a
+     * subclass's _on_free may differ, so it gets its bound method) */
+    int r = Py_IS_TYPE(l->on_arrived, arrival_type) ? dtsim_push_native(q, arrive, arrival_native, l->on_arrived, chunk, 0)
+                                                     : dtsim_push_event1(q, arrive, l->on_arrived, chunk);
+    if (r < 0) return -1;
+    if (Py_IS_TYPE(l, link_type)) return dtsim_push_native(q, busy, link_free_native, (PyObject *)l, NULL, 0);
     return dtsim_push_event(q, busy, l->free_cb, empty_tuple);
 }
 
@@ -301,6 +310,14 @@ static PyObject *Link_on_free(Link *l, PyObject *Py_UNUSED(ignored)) {
         if (r < 0) return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* the link-free event of a plain link: Link_on_free without the call of its bound method */
+static int link_free_native(PyObject *link, PyObject *Py_UNUSED(unused), long long Py_UNUSED(unused_x)) {
+    PyObject *r = Link_on_free((Link *)link, NULL);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
 }
 
 static PyObject *Link_get_pending(Link *l, void *Py_UNUSED(closure)) {
@@ -445,6 +462,14 @@ static PyObject *arrival_call(Arrival *a, PyObject *chunk_obj) {
         Py_RETURN_NONE;
     }
     return PyObject_CallMethod(link_obj, "send", "O", chunk_obj);
+}
+
+/* a hop's arrival event: arrival_call without a vectorcall */
+static int arrival_native(PyObject *arrival, PyObject *chunk, long long Py_UNUSED(unused)) {
+    PyObject *r = arrival_call((Arrival *)arrival, chunk);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
 }
 
 static PyObject *Arrival_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -694,7 +719,7 @@ static int add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyTypeObject
 }
 
 int dtsim_add_aware_links(PyObject *m) {
-    PyTypeObject *arrival_type, *transfer_type;
+    PyTypeObject *transfer_type;
     if (!empty_tuple && !(empty_tuple = PyTuple_New(0))) return -1;
     if (!units_arrival) {
         PyObject *units = PyImport_ImportModule("network.units");

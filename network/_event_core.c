@@ -118,8 +118,8 @@ static int time_overflow(long long now, PyObject *delay) {
     return -1;
 }
 
-/* Steals nothing: takes new references to cb and args. */
-static int push(Queue *q, long long delay, PyObject *cb, PyObject *args, int one) {
+/* Steals nothing: takes new references to cb and args (args may be NULL for a native event). */
+static int push(Queue *q, long long delay, PyObject *cb, PyObject *args, int one, dtsim_native_fn fn, long long x) {
     if (delay > 0 && q->now > LLONG_MAX - delay) {
         PyObject *d = PyLong_FromLongLong(delay);
         if (d) {
@@ -137,18 +137,27 @@ static int push(Queue *q, long long delay, PyObject *cb, PyObject *args, int one
         if (!ev) return -1;
         tk->ev = ev;
     }
-    Py_INCREF(cb);
-    Py_INCREF(args);
-    tk->ev[tk->n].cb = cb;
-    tk->ev[tk->n].args = args;
-    tk->ev[tk->n].one = one;
+    Ev *e = &tk->ev[tk->n];
+    e->cb = Py_NewRef(cb);
+    e->args = Py_XNewRef(args);
+    e->one = one;
+    e->fn = fn;
+    e->x = x;
     tk->n++;
     return 0;
 }
 
-int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) { return push(q, delay, cb, args, 0); }
+int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args) {
+    return push(q, delay, cb, args, 0, NULL, 0);
+}
 
-int dtsim_push_event1(Queue *q, long long delay, PyObject *cb, PyObject *arg) { return push(q, delay, cb, arg, 1); }
+int dtsim_push_event1(Queue *q, long long delay, PyObject *cb, PyObject *arg) {
+    return push(q, delay, cb, arg, 1, NULL, 0);
+}
+
+int dtsim_push_native(Queue *q, long long delay, dtsim_native_fn fn, PyObject *owner, PyObject *arg, long long x) {
+    return push(q, delay, owner, arg, 0, fn, x);
+}
 
 static int as_delay(Queue *q, PyObject *o, long long *out) {
     long long d = PyLong_AsLongLong(o);
@@ -171,7 +180,7 @@ static PyObject *Queue_schedule(Queue *q, PyObject *const *args, Py_ssize_t narg
     long long d;
     if (as_delay(q, args[0], &d) < 0) return NULL;
     if (nargs == 3) {
-        if (push(q, d, args[1], args[2], 1) < 0) return NULL;
+        if (push(q, d, args[1], args[2], 1, NULL, 0) < 0) return NULL;
         Py_RETURN_NONE;
     }
     PyObject *tup = PyTuple_New(nargs - 2);
@@ -245,11 +254,18 @@ static PyObject *Queue_run_loop(Queue *q, PyObject *const *args, Py_ssize_t narg
             Tick *tk = &q->ticks[idx]; /* re-read: a callback may grow the slab or this tick */
             if (tk->head == tk->n) break;
             Ev e = tk->ev[tk->head++];
-            PyObject *res = e.one ? PyObject_CallOneArg(e.cb, e.args) : PyObject_Call(e.cb, e.args, NULL);
-            Py_DECREF(e.cb);
-            Py_DECREF(e.args);
-            if (!res) goto error;
-            Py_DECREF(res);
+            if (e.fn) {
+                int ok = e.fn(e.cb, e.args, e.x);
+                Py_DECREF(e.cb);
+                Py_XDECREF(e.args);
+                if (ok < 0) goto error;
+            } else {
+                PyObject *res = e.one ? PyObject_CallOneArg(e.cb, e.args) : PyObject_Call(e.cb, e.args, NULL);
+                Py_DECREF(e.cb);
+                Py_DECREF(e.args);
+                if (!res) goto error;
+                Py_DECREF(res);
+            }
             n++;
             if (limit >= 0 && n >= limit) {
                 tk = &q->ticks[idx];
@@ -419,7 +435,7 @@ static int exec_module(PyObject *m) {
     if (PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM) < 0) return -1;
     if (dtsim_add_aware_links(m) < 0) return -1;
     if (dtsim_add_pairing(m) < 0) return -1;
-    static DtsimCoreAPI api = {sizeof(DtsimCoreAPI), NULL, dtsim_push_event, dtsim_push_event1};
+    static DtsimCoreAPI api = {sizeof(DtsimCoreAPI), NULL, dtsim_push_event, dtsim_push_event1, dtsim_push_native};
     api.core_type = dtsim_core_type;
     PyObject *capsule = PyCapsule_New(&api, DTSIM_CORE_API_CAPSULE, NULL);
     if (!capsule) return -1;

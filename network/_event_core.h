@@ -7,9 +7,15 @@
 
 #include "_long_map.h"
 
+/* A native event's function: fn(owner, arg, x), 0 or -1 with an exception set. */
+typedef int (*dtsim_native_fn)(PyObject *owner, PyObject *arg, long long x);
+
 typedef struct {
-    PyObject *cb;
-    PyObject *args; /* a tuple; with ``one`` set, the only argument itself (no tuple per event) */
+    PyObject *cb;   /* the callable; a native event's owner (the event keeps it alive) */
+    PyObject *args; /* a tuple; with ``one`` set, the only argument itself (no tuple per event);
+                     * a native event's argument, or NULL */
+    dtsim_native_fn fn; /* set: a native event, run as fn(cb, args, x) without a Python call */
+    long long x;
     int one;
 } Ev;
 
@@ -41,6 +47,9 @@ int dtsim_push_event(Queue *q, long long delay, PyObject *cb, PyObject *args);
 /* The same for cb(arg): most events have one argument (a hop's chunk, a Sys's tick), and a
  * tuple made and freed for each was a tenth of the loop's allocations. */
 int dtsim_push_event1(Queue *q, long long delay, PyObject *cb, PyObject *arg);
+/* The same for an event of C code (a link's free, a hop's arrival, a Sys's batch): fn(owner, arg,
+ * x) at its place in the calendar, as a Python callback would run there, without the call. */
+int dtsim_push_native(Queue *q, long long delay, dtsim_native_fn fn, PyObject *owner, PyObject *arg, long long x);
 
 /* The queue's type, for a link to check that its queue is one. */
 extern PyTypeObject *dtsim_core_type;
@@ -58,6 +67,7 @@ typedef struct {
     PyTypeObject *core_type;
     int (*push_event)(Queue *q, long long delay, PyObject *cb, PyObject *args);
     int (*push_event1)(Queue *q, long long delay, PyObject *cb, PyObject *arg);
+    int (*push_native)(Queue *q, long long delay, dtsim_native_fn fn, PyObject *owner, PyObject *arg, long long x);
 } DtsimCoreAPI;
 
 #define DTSIM_CORE_API_CAPSULE "network._event_core._C_API"

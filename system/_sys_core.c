@@ -239,6 +239,9 @@ static int time_past_clock(SysFast *f, PyObject *delay) {
     return -1;
 }
 
+static int run_batch(SysFast *f, long long tick);
+static int batch_native(PyObject *f, PyObject *unused, long long tick);
+
 /* Sys.register_event(delay, ...) for one entry (its references are taken, not stolen) */
 static int register_entry(SysFast *f, long long delay, const Entry *e) {
     long long now;
@@ -268,19 +271,18 @@ static int register_entry(SysFast *f, long long delay, const Entry *e) {
             batch_release(k, b);
             return -1;
         }
-        PyObject *tt = PyLong_FromLongLong(t);
-        if (!tt) return -1;
         int r;
-        if (f->core) { /* schedule(delay, call_events, t) */
-            r = core_api->push_event1(f->core, delay, f->call_events_cb, tt);
-        } else {
-            PyObject *d = PyLong_FromLongLong(delay);
+        if (f->core) { /* call_events(t) as a native event: no int, no call */
+            r = core_api->push_native(f->core, delay, batch_native, (PyObject *)f, NULL, t);
+        } else { /* schedule(delay, call_events, t) */
+            PyObject *tt = PyLong_FromLongLong(t);
+            PyObject *d = tt ? PyLong_FromLongLong(delay) : NULL;
             PyObject *res = d ? PyObject_CallFunctionObjArgs(f->schedule, d, f->call_events_cb, tt, NULL) : NULL;
+            Py_XDECREF(tt);
             Py_XDECREF(d);
             r = res ? 0 : -1;
             Py_XDECREF(res);
         }
-        Py_DECREF(tt);
         if (r < 0) return -1;
     }
     if (b->n == b->cap) {
@@ -864,10 +866,25 @@ static PyObject *SysFast_bundle_arrived(SysFast *f, PyObject *const *args, Py_ss
 static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
     long long tick = PyLong_AsLongLong(t);
     if (tick == -1 && PyErr_Occurred()) return NULL;
+    if (run_batch(f, tick) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* the batch's event in the C queue's calendar */
+static int batch_native(PyObject *f, PyObject *Py_UNUSED(unused), long long tick) {
+    return run_batch((SysFast *)f, tick);
+}
+
+/* Sys._call_events(tick): the entries registered for the tick, in order */
+static int run_batch(SysFast *f, long long tick) {
     Batch *b = tick_find(f->ticks, tick);
     if (!b) {
-        PyErr_SetObject(PyExc_KeyError, t);
-        return NULL;
+        PyObject *t = PyLong_FromLongLong(tick);
+        if (t) {
+            PyErr_SetObject(PyExc_KeyError, t);
+            Py_DECREF(t);
+        }
+        return -1;
     }
     for (Py_ssize_t i = 0; i < b->n; i++) { /* b->n re-read: late joiners run in this pass */
         Entry e = b->e[i]; /* a copy with its own references: the array may grow under the call */
@@ -882,12 +899,12 @@ static PyObject *SysFast_call_events(SysFast *f, PyObject *t) {
             r = PyObject_Call(e.cb, e.a[0], NULL);
         }
         entry_release(&e);
-        if (!r) return NULL;
+        if (!r) return -1;
         Py_DECREF(r);
     }
     lmap_del(&f->ticks->map, tick);
     batch_release(f->ticks, b);
-    Py_RETURN_NONE;
+    return 0;
 }
 
 /* the pending batches as Python's Sys._batches holds them: {tick: [(callback, args), ...]} (a snapshot) */
