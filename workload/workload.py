@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from bisect import insort
+from bisect import bisect_right, insort
 import warnings
 from typing import Any
 
@@ -31,6 +31,7 @@ _COLL_TO_COMTYPE = {
 
 # resource kinds
 _CPU, _GPU_COMP, _GPU_COMM, _NONE = range(4)
+_KINDS = (_CPU, _GPU_COMP, _GPU_COMM, _NONE)
 
 
 def _resource(node: Node) -> int:
@@ -148,11 +149,11 @@ class Workload:
         finished_at_once = False
         while True:
             best = -1
-            for kind in (_CPU, _GPU_COMP, _GPU_COMM, _NONE):
+            for kind in _KINDS:
                 lst = free_k[kind]
                 if not lst or (kind != _NONE and in_flight[kind]):
                     continue
-                i = bisect.bisect_right(lst, cur)
+                i = bisect_right(lst, cur) if cur >= 0 else 0
                 n = len(lst)
                 while i < n and fresh.get(lst[i]) == pass_no:  # freed during this pass: not in its snapshot
                     i += 1
