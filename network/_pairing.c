@@ -325,7 +325,10 @@ typedef struct {
     PyObject *bytes_per_dim; /* list of ints */
     PyObject *dim_cache;    /* dict: (src, dst) -> dimension */
     char one_dim;
-    long long messages, bytes_sent, bytes_received;
+    long long messages;
+    /* 128 bits: a message may be 2^63 - 1 bytes (an int64 attribute), and a total that no longer
+     * fits 64 bits is still the total; Python sees an int either way (count_get/count_set) */
+    __int128 bytes_sent, bytes_received;
 } Pairing;
 
 /* A channel found for one send or receive: a table state (k set) or an overflow Channel (key set). */
@@ -763,9 +766,35 @@ static PyMethodDef Pairing_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* a byte count as a Python int, and back; past 128 bits is an OverflowError (no run gets there) */
+static PyObject *count_get(Pairing *p, void *offset) {
+    __int128 v = *(__int128 *)((char *)p + (Py_ssize_t)offset);
+    if (v >= LLONG_MIN && v <= LLONG_MAX) return PyLong_FromLongLong((long long)v);
+    unsigned char bytes[16];
+    for (int i = 0; i < 16; i++) bytes[i] = (unsigned char)((unsigned __int128)v >> (8 * i));
+    return _PyLong_FromByteArray(bytes, 16, 1, 1);
+}
+
+static int count_set(Pairing *p, PyObject *value, void *offset) {
+    if (!value || !PyLong_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "a byte count is an int");
+        return -1;
+    }
+    unsigned char bytes[16];
+    if (_PyLong_AsByteArray((PyLongObject *)value, bytes, 16, 1, 1) < 0) return -1;
+    unsigned __int128 u = 0;
+    for (int i = 15; i >= 0; i--) u = (u << 8) | bytes[i];
+    *(__int128 *)((char *)p + (Py_ssize_t)offset) = (__int128)u;
+    return 0;
+}
+
 static PyGetSetDef Pairing_getset[] = {
     {"_channels", (getter)Pairing_get_channels, (setter)Pairing_set_channels,
      "the unpaired channels, {(tag, src, dst, size): Channel} (a snapshot)", NULL},
+    {"bytes_sent", (getter)count_get, (setter)count_set, "bytes of the messages sent",
+     (void *)offsetof(Pairing, bytes_sent)},
+    {"bytes_received", (getter)count_get, (setter)count_set, "bytes of the messages received",
+     (void *)offsetof(Pairing, bytes_received)},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -775,8 +804,6 @@ static PyMemberDef Pairing_members[] = {
     {"_dim_cache", T_OBJECT, offsetof(Pairing, dim_cache), 0, NULL},
     {"_one_dim", T_BOOL, offsetof(Pairing, one_dim), 0, NULL},
     {"messages", T_LONGLONG, offsetof(Pairing, messages), 0, NULL},
-    {"bytes_sent", T_LONGLONG, offsetof(Pairing, bytes_sent), 0, NULL},
-    {"bytes_received", T_LONGLONG, offsetof(Pairing, bytes_received), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -100,3 +100,29 @@ def test_wall_time_budget_stops_a_long_run_on_time(tmp_path: Path, capsys) -> No
                  "--max-wall-seconds", "0.5"]) == 2
     assert time.perf_counter() - t0 < 2.5
     assert "wall-time budget of 0.5 s exhausted" in capsys.readouterr().err
+
+
+def test_a_collective_of_int64_max_bytes_ends_by_the_clock_or_with_exact_counts(tmp_path: Path, capsys) -> None:
+    """An all-reduce of 2^63 - 1 bytes on 2 NPUs at 0.5 GB/s (the graph fuzzer's example). On the
+    congestion-unaware backend its time lies past the 64-bit clock: exit 2 with the clock's message,
+    not an internal error from a byte counter that overflowed (exit 1). On the congestion-aware
+    one it ends before 2^63 ns, and the report's byte counts are the totals, past 2^63."""
+    for rank in range(2):
+        b = GraphBuilder()
+        b.collective("ar", "ALL_REDUCE", (1 << 63) - 1)
+        b.write(tmp_path / "w", rank)
+    (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 0.5 ]\nlatency: [ 0 ]\n")
+    (tmp_path / "sys.json").write_text(json.dumps({
+        "scheduling-policy": "LIFO", "preferred-dataset-splits": 1, "active-chunks-per-dimension": 1,
+        "endpoint-delay": 0, "collective-optimization": "baseline", "local-mem-bw": 50,
+        "all-reduce-implementation": ["ring"]}))
+    base = ["--workload", str(tmp_path / "w"), "--network", str(tmp_path / "net.yml"), "--system",
+            str(tmp_path / "sys.json"), "--quiet"]
+    for extra in ([], ["--no-symmetry"]):
+        assert main([*base, "--backend", "congestion-unaware", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "past 2^63 ns" in err and "internal error" not in err, err
+    report = tmp_path / "r.json"
+    assert main([*base, "--backend", "congestion-aware", "--report", str(report), "--no-symmetry"]) == 0
+    net = json.loads(report.read_text())["network"]
+    assert net["bytes_sent"] == net["bytes_received"] == sum(net["bytes_per_dim"]) > 1 << 63
