@@ -11,6 +11,8 @@ _INT_MEMBERS = (
     "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val",
 )
 _INT_OR_BOOL = frozenset((*_INT_MEMBERS, "bool_val"))
+#: the members of an attribute's value that int_value reads as an integer
+INTEGER_MEMBERS = _INT_OR_BOOL
 
 
 def _pb() -> Any:

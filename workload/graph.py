@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node
-from chakra_proto.attrs import int_value
+from chakra_proto.attrs import INTEGER_MEMBERS
 from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
@@ -220,25 +220,29 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
         n.parents = tuple(parents)
     n.host_launcher = None
     attrs: dict[str, Any] = {}
+    ints: dict[str, int] = {}  # chakra_proto.attrs.int_value of each one that has it, read once
     for a in rn.attr:
-        if a.name not in attrs:  # the first of a name counts (ASTRA-sim's feeder)
-            attrs[a.name] = a
+        name = a.name
+        if name not in attrs:  # the first of a name counts (ASTRA-sim's feeder)
+            attrs[name] = a
+            which = a.WhichOneof("value")
+            if which in INTEGER_MEMBERS:
+                ints[name] = int(getattr(a, which))
 
     def get_int(name: str, required: bool = False, minimum: int | None = None) -> int | None:
-        a = attrs.get(name)
-        if a is None:
-            if required:
-                raise WorkloadError(path, _where(rn), f"{n.type_name} needs attribute {name!r}")
-            return None
-        v = int_value(a)
+        v = ints.get(name)
         if v is None:
+            a = attrs.get(name)
+            if a is None:
+                if required:
+                    raise WorkloadError(path, _where(rn), f"{n.type_name} needs attribute {name!r}")
+                return None
             raise WorkloadError(path, _where(rn), f"attribute {name!r} must be an integer, got {a.WhichOneof('value')}")
         if minimum is not None and v < minimum:  # a negative size would run the clock backwards
             raise WorkloadError(path, _where(rn), f"attribute {name!r} must be >= {minimum}, got {v}")
         return v
 
-    cpu = attrs.get("is_cpu_op")
-    n.is_cpu_op = bool(int_value(cpu)) if cpu is not None and int_value(cpu) is not None else False
+    n.is_cpu_op = bool(ints.get("is_cpu_op", 0))
     dns = get_int("duration_ns")
     if dns is not None and dns < 0:
         raise WorkloadError(path, _where(rn), "attribute 'duration_ns' must be >= 0")
@@ -272,8 +276,8 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
         if pg is not None:
             if pg.WhichOneof("value") == "string_val":
                 n.pg_name = pg.string_val
-            elif int_value(pg) is not None:
-                n.pg_name = str(int_value(pg))
+            elif "pg_name" in ints:
+                n.pg_name = str(ints["pg_name"])
             else:
                 raise WorkloadError(path, _where(rn), "attribute 'pg_name' must be a string")
             if n.pg_name not in ("", "0"):
