@@ -179,7 +179,8 @@ def run_simulation(
     for message in static_notes:
         warnings.warn(message, AstraSimDiffers, stacklevel=3)
     attempts, declined = plan_shortcuts(graphs, groups_spec, sys_cfg, net, name, symmetry=symmetry,
-                                        batching=batching, rendezvous=rendezvous, declared=families)
+                                        batching=batching, rendezvous=rendezvous, declared=families,
+                                        queues_per_dim=num_queues_per_dim)
     if declared is not None and attempts and attempts[0].symmetry.reps != declared.representatives:
         got = attempts[0].symmetry.reps
         raise WorkloadError(declared.path, "key 'representatives'", (

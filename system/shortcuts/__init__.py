@@ -35,18 +35,26 @@ class Attempt(NamedTuple):
     batching: bool  # ring phases batched where the batcher proves them
 
 
+#: why the congestion-aware backend runs every rank with several queues per dimension
+SEVERAL_QUEUES = ("--num-queues-per-dim > 1 on the congestion-aware backend: the streams of one collective run "
+                  "on queues of both directions, where same-tick order between ranks is not proven (an "
+                  "all-reduce then a oneDirect all-gather on FullyConnected(4) finishes ranks 0 and 1 earlier)")
+
+
 def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: Any, backend_name: str, *,
          symmetry: bool, batching: bool, rendezvous: bool,
-         declared: list[list[list[int]]] | None = None) -> tuple[list[Attempt], list[str]]:
+         declared: list[list[list[int]]] | None = None, queues_per_dim: int = 1) -> tuple[list[Attempt], list[str]]:
     """The attempts to make, shortcuts first and the every-event path last, and why each
     shortcut left out was declined. ``declared``: a workload written per orbit
     (workload/orbit_files.py), whose families' rotations are the only attempt."""
     attempts: list[Attempt] = []
     declined: list[str] = []
     topology = net.topology
+    several_queues = backend_name == "congestion-aware" and queues_per_dim > 1
     if declared is not None:
-        if not symmetry or rendezvous:
-            return [], ["orbits: " + ("--no-symmetry" if not symmetry else "--rendezvous-protocol")]
+        if not symmetry or rendezvous or several_queues:
+            return [], ["orbits: " + ("--no-symmetry" if not symmetry else "--rendezvous-protocol" if rendezvous
+                                      else SEVERAL_QUEUES)]
         try:
             orbits = prove_declared(graphs, declared, groups, config, topology, backend_name)
         except Decline as e:
@@ -65,6 +73,9 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
     elif net.extra.get("congestion_aware"):
         why("representative", "congestion-aware settings in the network file: the general backend judges them")
         why("orbits", "congestion-aware settings in the network file")
+    elif several_queues:
+        why("representative", SEVERAL_QUEUES)
+        why("orbits", SEVERAL_QUEUES)
     else:
         rep = None
         try:
