@@ -206,3 +206,30 @@ def test_the_checksum_covers_every_source(tmp_path) -> None:
             data = (dst / name).read_bytes()
             (dst / name).write_bytes(data + b"\n")
             assert nb.source_checksum(dst, sources) != base, name
+
+
+@native
+def test_links_run_as_native_events_only_where_the_callee_is_ours() -> None:
+    """A plain C Link's free and a ChunkArrival's hop are native events (no Python call); a
+    subclass's own _on_free and any other arrival callable are still called, at the same places:
+    two chunks sent at once on one link start back to back, each arrival a serialization later."""
+    native_mod = event_queue.native_module()
+    for subclass in (False, True):
+        q = EventQueue()
+        log: list = []
+
+        class Traced(native_mod.Link):
+            def _on_free(self) -> None:
+                log.append(("free", q.now))
+                super()._on_free()
+
+        cls = Traced if subclass else native_mod.Link
+        link = cls(0, 1, 0, 10.0, 1.0, {}, q.schedule, lambda c: log.append(("arrive", q.now, c.size_bytes)))
+        route = (link,)
+        for size in (100, 50):
+            link.send(native_mod.Chunk([None], route, size))
+        q.run()
+        arrivals = [e for e in log if e[0] == "arrive"]
+        assert arrivals == [("arrive", 110, 100), ("arrive", 160, 50)], arrivals
+        assert [e for e in log if e[0] == "free"] == ([("free", 100), ("free", 150)] if subclass else [])
+        assert not link.busy and link.chunks == 2
