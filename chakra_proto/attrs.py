@@ -10,9 +10,8 @@ _INT_MEMBERS = (
     "int64_val", "int32_val", "uint64_val", "uint32_val", "sint32_val", "sint64_val",
     "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val",
 )
-_INT_OR_BOOL = frozenset((*_INT_MEMBERS, "bool_val"))
 #: the members of an attribute's value that int_value reads as an integer
-INTEGER_MEMBERS = _INT_OR_BOOL
+INTEGER_MEMBERS = frozenset((*_INT_MEMBERS, "bool_val"))
 
 
 def _pb() -> Any:
@@ -67,6 +66,6 @@ def attr_map(node: pb.Node) -> dict[str, pb.AttributeProto]:
 def int_value(a: pb.AttributeProto) -> int | None:
     """An integer attribute read as ASTRA-sim's feeder_v3 does: any integer member, bool too."""
     which = a.WhichOneof("value")
-    if which in _INT_OR_BOOL:
+    if which in INTEGER_MEMBERS:
         return int(getattr(a, which))
     return None

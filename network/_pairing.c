@@ -766,25 +766,50 @@ static PyMethodDef Pairing_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* a byte count as a Python int, and back; past 128 bits is an OverflowError (no run gets there) */
+/* a byte count as a Python int, and back (as high * 2^64 + low 64 bits); past 128 bits is an
+ * OverflowError (no run gets there) */
 static PyObject *count_get(Pairing *p, void *offset) {
     __int128 v = *(__int128 *)((char *)p + (Py_ssize_t)offset);
     if (v >= LLONG_MIN && v <= LLONG_MAX) return PyLong_FromLongLong((long long)v);
-    unsigned char bytes[16];
-    for (int i = 0; i < 16; i++) bytes[i] = (unsigned char)((unsigned __int128)v >> (8 * i));
-    return _PyLong_FromByteArray(bytes, 16, 1, 1);
+    PyObject *hi = PyLong_FromLongLong((long long)(v >> 64)), *sixty_four = PyLong_FromLong(64);
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)v);
+    PyObject *shifted = hi && sixty_four ? PyNumber_Lshift(hi, sixty_four) : NULL;
+    PyObject *r = shifted && lo ? PyNumber_Or(shifted, lo) : NULL;
+    Py_XDECREF(hi);
+    Py_XDECREF(sixty_four);
+    Py_XDECREF(lo);
+    Py_XDECREF(shifted);
+    return r;
 }
 
 static int count_set(Pairing *p, PyObject *value, void *offset) {
-    if (!value || !PyLong_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "a byte count is an int");
+    if (!value) {
+        PyErr_SetString(PyExc_TypeError, "a byte count cannot be deleted");
         return -1;
     }
-    unsigned char bytes[16];
-    if (_PyLong_AsByteArray((PyLongObject *)value, bytes, 16, 1, 1) < 0) return -1;
-    unsigned __int128 u = 0;
-    for (int i = 15; i >= 0; i--) u = (u << 8) | bytes[i];
-    *(__int128 *)((char *)p + (Py_ssize_t)offset) = (__int128)u;
+    PyObject *v = PyNumber_Index(value); /* an int, or one of another type (numpy's) */
+    if (!v) return -1;
+    __int128 *slot = (__int128 *)((char *)p + (Py_ssize_t)offset);
+    int overflow;
+    long long small = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (!overflow) {
+        Py_DECREF(v);
+        if (small == -1 && PyErr_Occurred()) return -1;
+        *slot = small;
+        return 0;
+    }
+    PyObject *sixty_four = PyLong_FromLong(64), *mask = PyLong_FromUnsignedLongLong(~0ULL);
+    PyObject *hi = sixty_four ? PyNumber_Rshift(v, sixty_four) : NULL; /* floor: the sign stays in hi */
+    PyObject *lo = mask ? PyNumber_And(v, mask) : NULL;
+    long long h = hi ? PyLong_AsLongLong(hi) : -1; /* OverflowError past 128 bits */
+    unsigned long long l = lo ? PyLong_AsUnsignedLongLong(lo) : 0;
+    Py_XDECREF(sixty_four);
+    Py_XDECREF(mask);
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) return -1;
+    *slot = (__int128)(((unsigned __int128)(unsigned long long)h << 64) | l);
     return 0;
 }
 

@@ -8,10 +8,9 @@ the rank completes.
 """
 from __future__ import annotations
 
-import bisect
 import json
-from bisect import bisect_right, insort
 import warnings
+from bisect import bisect_left, bisect_right, insort
 from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
@@ -170,7 +169,7 @@ class Workload:
         nid = node.id
         kind = self._kind[nid]
         lst = self._free_k[kind]
-        del lst[bisect.bisect_left(lst, nid)]
+        del lst[bisect_left(lst, nid)]
         self._freed_in_pass.pop(nid, None)
         self._ongoing.add(nid)
         if kind != _NONE:
