@@ -15,6 +15,7 @@ from chakra_proto.io import (
     read_et,
     read_et_split,
     read_node,
+    read_node_fields,
     split_et_bytes,
     write_et,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "encode_et_bytes",
     "read_et",
     "read_node",
+    "read_node_fields",
     "write_et",
 ]
 

@@ -224,10 +224,12 @@ static PyObject *field_list(PyObject *d, PyObject *name) {
     return lst;
 }
 
-static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s) {
-    PyObject *msg = PyObject_CallNoArgs(s->cls);
+/* light: each message a plain dict of what the class's instance would hold in its __dict__ (no
+ * instance: node_fields reads the dicts and drops them); the same reads and the same declines */
+static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s, int light) {
+    PyObject *msg = light ? PyDict_New() : PyObject_CallNoArgs(s->cls);
     if (!msg) return NULL;
-    PyObject *d = PyObject_GenericGetDict(msg, NULL);
+    PyObject *d = light ? Py_NewRef(msg) : PyObject_GenericGetDict(msg, NULL);
     if (!d) goto error;
     PyObject *oneof_name = NULL; /* borrowed: the oneof member set so far */
     while (pos < end) {
@@ -257,7 +259,7 @@ static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t e
                 value = PyBytes_FromStringAndSize((const char *)buf + pos, stop - pos);
                 if (!value) goto error;
             } else if (f->kind == K_MESSAGE) {
-                value = decode_message(buf, pos, stop, f->sub);
+                value = decode_message(buf, pos, stop, f->sub, light);
                 if (!value) goto error;
                 if (value == Py_None) {
                     Py_DECREF(value);
@@ -344,14 +346,113 @@ static PyObject *wire_decode(PyObject *Py_UNUSED(self), PyObject *const *args, P
     if (!s) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *r = decode_message(view.buf, 0, view.len, s);
+    PyObject *r = decode_message(view.buf, 0, view.len, s, 0);
     PyBuffer_Release(&view);
     return r;
+}
+
+static PyObject *str_id, *str_name, *str_type, *str_ctrl_deps, *str_data_deps, *str_duration_micros, *str_inputs,
+    *str_values, *str_attr, *str_empty, *zero;
+
+/* d[key] as a new reference, else dflt */
+static PyObject *get_or(PyObject *d, PyObject *key, PyObject *dflt) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v) return Py_NewRef(v);
+    return PyErr_Occurred() ? NULL : Py_NewRef(dflt);
+}
+
+/* a repeated field's values as a tuple (absent: empty) */
+static PyObject *get_tuple(PyObject *d, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (!v) return PyErr_Occurred() ? NULL : PyTuple_New(0);
+    return PyList_AsTuple(v);
+}
+
+/* one attribute's (which, value): wire.node_fields's reading of an AttributeProto dict */
+static PyObject *attr_pair(PyObject *a) {
+    PyObject *which = PyDict_GetItemWithError(a, str_oneof);
+    if (!which) return PyErr_Occurred() ? NULL : PyTuple_Pack(2, Py_None, Py_None);
+    PyObject *v = PyDict_GetItemWithError(a, which);
+    if (!v) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "node_fields: a oneof member without its value");
+        return NULL;
+    }
+    if (PyDict_Check(v)) { /* a list member: its message's values */
+        PyObject *t = get_tuple(v, str_values);
+        if (!t) return NULL;
+        PyObject *r = PyTuple_Pack(2, which, t);
+        Py_DECREF(t);
+        return r;
+    }
+    return PyTuple_Pack(2, which, v);
+}
+
+/* node_fields(data, Node): wire.node_fields in C, from the light decode */
+static PyObject *wire_node_fields(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "node_fields(data, Node) takes 2 arguments");
+        return NULL;
+    }
+    spec *s = get_spec(args[1]);
+    if (!s) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *d = decode_message(view.buf, 0, view.len, s, 1);
+    PyBuffer_Release(&view);
+    if (!d || d == Py_None) return d;
+    PyObject *out = PyTuple_New(8), *attrs = NULL;
+    if (!out) goto error;
+    PyObject *inputs = PyDict_GetItemWithError(d, str_inputs);
+    if (!inputs && PyErr_Occurred()) goto error;
+    for (int i = 0; i < 7; i++) {
+        PyObject *v;
+        switch (i) {
+        case 0: v = get_or(d, str_id, zero); break;
+        case 1: v = get_or(d, str_name, str_empty); break;
+        case 2: v = get_or(d, str_type, zero); break;
+        case 3: v = get_tuple(d, str_ctrl_deps); break;
+        case 4: v = get_tuple(d, str_data_deps); break;
+        case 5: v = get_or(d, str_duration_micros, zero); break;
+        default: v = inputs ? get_or(inputs, str_values, str_empty) : Py_NewRef(Py_None);
+        }
+        if (!v) goto error;
+        PyTuple_SET_ITEM(out, i, v);
+    }
+    attrs = PyDict_New();
+    if (!attrs) goto error;
+    PyObject *lst = PyDict_GetItemWithError(d, str_attr);
+    if (!lst && PyErr_Occurred()) goto error;
+    for (Py_ssize_t i = 0; lst && i < PyList_GET_SIZE(lst); i++) {
+        PyObject *a = PyList_GET_ITEM(lst, i);
+        PyObject *name = PyDict_GetItemWithError(a, str_name);
+        if (!name) {
+            if (PyErr_Occurred()) goto error;
+            name = str_empty;
+        }
+        int has = PyDict_Contains(attrs, name);
+        if (has < 0) goto error;
+        if (has) continue; /* the first of a name counts */
+        PyObject *pair = attr_pair(a);
+        if (!pair) goto error;
+        int rc = PyDict_SetItem(attrs, name, pair);
+        Py_DECREF(pair);
+        if (rc < 0) goto error;
+    }
+    PyTuple_SET_ITEM(out, 7, attrs);
+    Py_DECREF(d);
+    return out;
+error:
+    Py_DECREF(d);
+    Py_XDECREF(out);
+    Py_XDECREF(attrs);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))wire_decode, METH_FASTCALL,
      "decode(data, cls): cls read from data as wire.decode reads it, or None where wire declines"},
+    {"node_fields", (PyCFunction)(void (*)(void))wire_node_fields, METH_FASTCALL,
+     "node_fields(data, Node): wire.node_fields_python(data), or None where wire declines"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -365,6 +466,14 @@ static int exec_module(PyObject *m) {
     str_FIELDS = PyUnicode_InternFromString("FIELDS");
     str_ONEOF = PyUnicode_InternFromString("ONEOF");
     if (!specs || !str_oneof || !str_FIELDS || !str_ONEOF) return -1;
+    if (!(str_id = PyUnicode_InternFromString("id")) || !(str_name = PyUnicode_InternFromString("name")) ||
+        !(str_type = PyUnicode_InternFromString("type")) || !(str_ctrl_deps = PyUnicode_InternFromString("ctrl_deps")) ||
+        !(str_data_deps = PyUnicode_InternFromString("data_deps")) ||
+        !(str_duration_micros = PyUnicode_InternFromString("duration_micros")) ||
+        !(str_inputs = PyUnicode_InternFromString("inputs")) || !(str_values = PyUnicode_InternFromString("values")) ||
+        !(str_attr = PyUnicode_InternFromString("attr")) || !(str_empty = PyUnicode_InternFromString("")) ||
+        !(zero = PyLong_FromLong(0)))
+        return -1;
     if (PyModule_AddObjectRef(m, "_specs", specs) < 0) return -1;
     return PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM);
 }

@@ -125,6 +125,15 @@ def read_node(data: bytes, where: str, index: int, start: int) -> Any:
     return _read_only(data, "Node") or decode_node(data, where, index, start)
 
 
+def read_node_fields(data: bytes, where: str, index: int, start: int) -> tuple:
+    """wire.fields_of the node read_node reads (wire's C reader reads the fields directly)."""
+    if wire.NATIVE is not None and "chakra_proto.et_def_pb2" not in sys.modules:
+        fields = wire.NATIVE.node_fields(data, wire.Node)
+        if fields is not None:
+            return fields
+    return wire.fields_of(read_node(data, where, index, start))
+
+
 def _read_only(data: bytes, kind: str) -> Any:
     global _wire_left
     if _wire_left <= 0 or "chakra_proto.et_def_pb2" in sys.modules:

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node
+from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node_fields
 from chakra_proto.attrs import INTEGER_MEMBERS
 from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from workload.dependencies import link_dependencies
@@ -177,7 +177,7 @@ def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple
         fresh = {}
         for i, f in enumerate(frames):
             if f not in cache and f not in fresh:
-                fresh[f] = read_node(f, str(p), i, starts[i])  # protobuf's Node, or wire's
+                fresh[f] = read_node_fields(f, str(p), i, starts[i])  # chakra_proto.wire.fields_of
     except EtFormatError as e:
         raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
     nodes: dict[int, Node] = {}
@@ -193,23 +193,40 @@ def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple
     return metadata, nodes, frames
 
 
-def _where(rn: Any) -> str:
-    return f"node {rn.id}" + (f" ({rn.name!r})" if rn.name else "")
+def _where(nid: int, name: str) -> str:
+    return f"node {nid}" + (f" ({name!r})" if name else "")
 
 
-def _parse_node(path: Path, rn: Any, index: int) -> Node:
+def _get_int(path: Path, n: Node, attrs: dict, key: str, required: bool = False,
+             minimum: int | None = None) -> int | None:
+    """The integer value of the node's attribute ``key`` (None where it has none), checked."""
+    a = attrs.get(key)
+    if a is None:
+        if required:
+            raise WorkloadError(path, _where(n.id, n.name), f"{n.type_name} needs attribute {key!r}")
+        return None
+    if a[0] not in INTEGER_MEMBERS:
+        raise WorkloadError(path, _where(n.id, n.name), f"attribute {key!r} must be an integer, got {a[0]}")
+    v = int(a[1])
+    if minimum is not None and v < minimum:  # a negative size would run the clock backwards
+        raise WorkloadError(path, _where(n.id, n.name), f"attribute {key!r} must be >= {minimum}, got {v}")
+    return v
+
+
+def _parse_node(path: Path, fields: tuple, index: int) -> Node:
+    """One node from its fields (chakra_proto.wire.fields_of), checked."""
+    nid, name, t, ctrl_deps, data_deps, micros, inputs, attrs = fields
     n = Node()
     n.index = index
-    n.id = rn.id
-    n.name = rn.name
-    n.type = rn.type
-    if n.type not in NODE_TYPES:
-        raise WorkloadError(path, _where(rn), f"unknown node type {n.type}; expected one of "
+    n.id = nid
+    n.name = name
+    n.type = t
+    if t not in NODE_TYPES:
+        raise WorkloadError(path, _where(nid, name), f"unknown node type {t}; expected one of "
                             f"{', '.join(NODE_TYPES.values())}")
-    data_deps, ctrl_deps = rn.data_deps, rn.ctrl_deps
     n.data_deps = frozenset(data_deps)
     if not ctrl_deps and len(n.data_deps) == len(data_deps):
-        n.parents = tuple(data_deps)
+        n.parents = data_deps
     else:
         seen: set[int] = set()
         parents = []
@@ -219,46 +236,25 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
                 parents.append(d)
         n.parents = tuple(parents)
     n.host_launcher = None
-    attrs: dict[str, Any] = {}
-    ints: dict[str, int] = {}  # chakra_proto.attrs.int_value of each one that has it, read once
-    for a in rn.attr:
-        name = a.name
-        if name not in attrs:  # the first of a name counts (ASTRA-sim's feeder)
-            attrs[name] = a
-            which = a.WhichOneof("value")
-            if which in INTEGER_MEMBERS:
-                ints[name] = int(getattr(a, which))
 
-    def get_int(name: str, required: bool = False, minimum: int | None = None) -> int | None:
-        v = ints.get(name)
-        if v is None:
-            a = attrs.get(name)
-            if a is None:
-                if required:
-                    raise WorkloadError(path, _where(rn), f"{n.type_name} needs attribute {name!r}")
-                return None
-            raise WorkloadError(path, _where(rn), f"attribute {name!r} must be an integer, got {a.WhichOneof('value')}")
-        if minimum is not None and v < minimum:  # a negative size would run the clock backwards
-            raise WorkloadError(path, _where(rn), f"attribute {name!r} must be >= {minimum}, got {v}")
-        return v
-
-    n.is_cpu_op = bool(ints.get("is_cpu_op", 0))
-    dns = get_int("duration_ns")
+    cpu = attrs.get("is_cpu_op")
+    n.is_cpu_op = cpu is not None and cpu[0] in INTEGER_MEMBERS and bool(int(cpu[1]))
+    dns = _get_int(path, n, attrs, "duration_ns")
     if dns is not None and dns < 0:
-        raise WorkloadError(path, _where(rn), "attribute 'duration_ns' must be >= 0")
-    n.duration_ns = dns if dns is not None else rn.duration_micros * 1000
+        raise WorkloadError(path, _where(nid, name), "attribute 'duration_ns' must be >= 0")
+    n.duration_ns = dns if dns is not None else micros * 1000
     n.comm_type = n.comm_size = n.comm_src = n.comm_dst = n.comm_tag = None
     n.comm_priority = 0
     n.pg_name = ""
     n.involved_dim = None
     n.num_ops = n.tensor_size = None
-    n.inputs_values = rn.inputs.values if rn.HasField("inputs") else ""
+    n.inputs_values = inputs if inputs is not None else ""
     t = n.type
     if t in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE) and n.is_cpu_op:
         defining = {pb.COMM_COLL_NODE: ("comm_type",), pb.COMM_SEND_NODE: ("comm_dst",),
                     pb.COMM_RECV_NODE: ("comm_src",)}[t]
         if any(f in attrs for f in defining):
-            raise WorkloadError(path, _where(rn), f"a communication node with {defining[0]} cannot be a CPU op "
+            raise WorkloadError(path, _where(nid, name), f"a communication node with {defining[0]} cannot be a CPU op "
                                 "(is_cpu_op is true): drop is_cpu_op, or drop the communication fields if "
                                 "it is the host-side launcher of a GPU-side node")
         # the host-side launcher (c10d::allreduce_ ...) that converters emit next to the GPU
@@ -268,50 +264,50 @@ def _parse_node(path: Path, rn: Any, index: int) -> Node:
         n.type = pb.COMP_NODE
         return n
     if t in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-        n.comm_size = get_int("comm_size", required=True)
+        n.comm_size = _get_int(path, n, attrs, "comm_size", required=True)
         if n.comm_size < 0:
-            raise WorkloadError(path, _where(rn), f"comm_size must be >= 0, got {n.comm_size}")
-        n.comm_priority = get_int("comm_priority") or 0
+            raise WorkloadError(path, _where(nid, name), f"comm_size must be >= 0, got {n.comm_size}")
+        n.comm_priority = _get_int(path, n, attrs, "comm_priority") or 0
         pg = attrs.get("pg_name")
         if pg is not None:
-            if pg.WhichOneof("value") == "string_val":
-                n.pg_name = pg.string_val
-            elif "pg_name" in ints:
-                n.pg_name = str(ints["pg_name"])
+            if pg[0] == "string_val":
+                n.pg_name = pg[1]
+            elif pg[0] in INTEGER_MEMBERS:
+                n.pg_name = str(int(pg[1]))
             else:
-                raise WorkloadError(path, _where(rn), "attribute 'pg_name' must be a string")
+                raise WorkloadError(path, _where(nid, name), "attribute 'pg_name' must be a string")
             if n.pg_name not in ("", "0"):
                 try:
                     if int(n.pg_name) < 0:
                         raise ValueError
                 except ValueError:
-                    raise WorkloadError(path, _where(rn), f"pg_name {n.pg_name!r} is not a communicator-group id") from None
+                    raise WorkloadError(path, _where(nid, name), f"pg_name {n.pg_name!r} is not a communicator-group id") from None
     if t == pb.COMM_COLL_NODE:
-        n.comm_type = get_int("comm_type", required=True)
+        n.comm_type = _get_int(path, n, attrs, "comm_type", required=True)
         if n.comm_type not in COLL_TYPES:
-            raise WorkloadError(path, _where(rn), f"unknown comm_type {n.comm_type}")
+            raise WorkloadError(path, _where(nid, name), f"unknown comm_type {n.comm_type}")
         if n.comm_type not in SUPPORTED_COLLECTIVES:
             raise WorkloadError(
-                path, _where(rn),
+                path, _where(nid, name),
                 f"collective {COLL_TYPES[n.comm_type]} is not supported (ASTRA-sim 2.0 aborts on it too); "
                 "supported: ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST",
             )
         inv = attrs.get("involved_dim")
         if inv is not None:
-            if inv.WhichOneof("value") != "bool_list":
-                raise WorkloadError(path, _where(rn), "attribute 'involved_dim' must be a bool_list")
-            n.involved_dim = list(inv.bool_list.values)
+            if inv[0] != "bool_list":
+                raise WorkloadError(path, _where(nid, name), "attribute 'involved_dim' must be a bool_list")
+            n.involved_dim = list(inv[1])
     elif t == pb.COMM_SEND_NODE:
-        n.comm_dst = get_int("comm_dst")  # Chakra's converter omits it: host_comms.py infers it
-        n.comm_tag = get_int("comm_tag", required=n.comm_dst is not None)
-        n.comm_src = get_int("comm_src")
+        n.comm_dst = _get_int(path, n, attrs, "comm_dst")  # Chakra's converter omits it: host_comms.py infers it
+        n.comm_tag = _get_int(path, n, attrs, "comm_tag", required=n.comm_dst is not None)
+        n.comm_src = _get_int(path, n, attrs, "comm_src")
     elif t == pb.COMM_RECV_NODE:
-        n.comm_src = get_int("comm_src")
-        n.comm_tag = get_int("comm_tag", required=n.comm_src is not None)
-        n.comm_dst = get_int("comm_dst")
+        n.comm_src = _get_int(path, n, attrs, "comm_src")
+        n.comm_tag = _get_int(path, n, attrs, "comm_tag", required=n.comm_src is not None)
+        n.comm_dst = _get_int(path, n, attrs, "comm_dst")
     elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-        n.tensor_size = get_int("tensor_size", required=True, minimum=0)
+        n.tensor_size = _get_int(path, n, attrs, "tensor_size", required=True, minimum=0)
     elif t == pb.COMP_NODE:
-        n.num_ops = get_int("num_ops", minimum=0)
-        n.tensor_size = get_int("tensor_size", minimum=0)
+        n.num_ops = _get_int(path, n, attrs, "num_ops", minimum=0)
+        n.tensor_size = _get_int(path, n, attrs, "tensor_size", minimum=0)
     return n

@@ -302,3 +302,45 @@ def test_an_edited_c_source_runs_the_python_reader(tmp_path: Path) -> None:
                        env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert r.stdout.split() == ["True", "True"]
     assert "compiled from another _wire_core.c" in r.stderr
+
+
+def _comparable(fields: Any) -> Any:
+    """node_fields' tuple with floats made comparable (NaN, the sign of zero) and types kept."""
+    def one(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return tuple(one(x) for x in v)
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, float):
+            return ("float", "nan" if math.isnan(v) else v, math.copysign(1, v))
+        return type(v).__name__, v
+    return None if fields is None else one(fields)
+
+
+def test_node_fields_in_c_python_and_protobuf_agree() -> None:
+    """wire.node_fields (the loader's reader) gives, in C, what fields_of gives on wire's Python
+    message and on protobuf's: every field, the first attribute of a name with its member and value
+    (lists as tuples), inputs' values only where inputs is set; and declines exactly where wire does."""
+    _native_or_skip()
+    rng = random.Random(20261203)
+    read = declined = 0
+    for i in range(1500):
+        data = _node(rng).SerializeToString()
+        if i % 3 == 1:
+            data = _mutate(rng, data)
+        elif i % 3 == 2:  # attributes repeated under one name: the first one counts
+            n = pb.Node.FromString(data)
+            n.attr.extend(_attr(rng) for _ in range(3))
+            data = n.SerializeToString()
+        ours, ref = wire.NATIVE.node_fields(data, wire.Node), wire.node_fields_python(data)
+        assert _comparable(ours) == _comparable(ref), f"case {i} ({data.hex()})"
+        if ref is None:
+            declined += 1
+            continue
+        read += 1
+        assert _comparable(ref) == _comparable(wire.fields_of(pb.Node.FromString(data))), f"case {i}"
+        first = {}
+        for a in pb.Node.FromString(data).attr:
+            first.setdefault(a.name, a.WhichOneof("value"))
+        assert {k: v[0] for k, v in ref[7].items()} == first, f"case {i}"
+    assert read > 900 and declined > 100  # both are exercised
