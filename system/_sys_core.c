@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "_event_core.h" /* network/: the queue's capsule, DtsimCoreAPI */
+#include "_feeder.h"     /* the workload's feeder, a type of this module */
 
 static DtsimCoreAPI *core_api = NULL; /* NULL where network._event_core is not there */
 
@@ -1721,6 +1722,7 @@ static int exec_module(PyObject *m) {
         if (api && api->size == sizeof(DtsimCoreAPI)) core_api = api;
         PyErr_Clear();
     }
+    if (dtsim_add_feeder(m) < 0) return -1;
     PyObject *tp = PyType_FromModuleAndSpec(m, &SysFast_spec, NULL);
     if (!tp) return -1;
     if (PyModule_AddObject(m, "SysFast", tp) < 0) {

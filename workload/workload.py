@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from array import array
 from bisect import bisect_left, bisect_right, insort
 from typing import Any
 
@@ -19,7 +20,11 @@ from system.comm_group import CommunicatorGroup
 from system.errors import CommGroupError, SystemConfigError, UnsupportedFeatureError
 from system.stream import DataSet
 from system.sys import Sys
+from system.sys_core import SYS_CORE
 from workload.graph import COLL_TYPES, Graph, Node
+
+# the feeder's bookkeeping in C (system/_feeder.c) where compiled; this module's methods otherwise
+_FEEDER = None if SYS_CORE is None else SYS_CORE.Feeder
 
 _COLL_TO_COMTYPE = {
     pb.ALL_REDUCE: ComType.ALL_REDUCE,
@@ -59,6 +64,26 @@ def _waiting_counts(graph: Graph) -> dict[int, int]:
     return counts
 
 
+def _feeder_plan(graph: Graph) -> tuple:
+    """What system/_feeder.c reads of a graph, once per graph: its nodes numbered by ascending id
+    (nodes, ids, id → number), each one's resource kind, children (CSR) and parent count, and
+    the roots."""
+    plan = graph.memo.get("feeder")
+    if plan is None:
+        ids = tuple(graph.order)
+        index = {nid: i for i, nid in enumerate(ids)}
+        nodes = [graph.nodes[nid] for nid in ids]
+        kinds = _resources(graph)
+        starts, children = array("q", [0]), array("q")
+        for n in nodes:
+            children.extend(index[c] for c in n.children)
+            starts.append(len(children))
+        plan = graph.memo["feeder"] = (
+            nodes, ids, index, bytes(kinds[nid] for nid in ids), starts, children,
+            array("q", [len(n.parents) for n in nodes]), array("q", [index[r] for r in graph.roots]))
+    return plan
+
+
 class Workload:
     """Per-NPU executor of one Chakra graph."""
 
@@ -70,27 +95,36 @@ class Workload:
         self.comm_groups = comm_groups
         self.remote_memory = remote_memory
         self._kind = kinds = _resources(graph)
-        self._waiting = _waiting_counts(graph).copy()
-        # dependency-free nodes, one ascending list per resource kind, so that a pass looks only
-        # at the first node of each kind whose slot is free (wide graphs stay cheap)
-        self._free_k: list[list[int]] = [[], [], [], []]
-        for nid in graph.roots:
-            self._free_k[kinds[nid]].append(nid)
-        self._algorithm_names: dict[tuple, str] = {}
-        self._groups_by_pg: dict[str, CommunicatorGroup] = {}  # pg_name → its checked group
-        self._now = sys.now
-        self._freed_in_pass: dict[int, int] = {}
-        self._pass_no = 0
-        self._ongoing: set[int] = set()
-        self._in_flight = [0, 0, 0, 0]
-        self._done_count = 0
-        self._n_nodes = len(graph.nodes)
-        self._replay_only, self._roofline = sys.config.replay_only, sys.config.roofline_enabled
         self.is_finished = False
         self.finish_time: int | None = None
         self.starts: dict[int, int] = {}
         # (node id, start ns, end ns) per finished node, in completion order
         self.records: list[tuple[int, int, int]] = []
+        self._now = sys.now
+        self._core: Any = None
+        if _FEEDER is not None:  # the same rules in C: these methods are the core's
+            self._core = core = _FEEDER(_feeder_plan(graph), self._start, self._now, self.starts, self.records,
+                                        self._all_done)
+            self._node_done = core.node_done
+            self._finish = core.finish
+            self.issue_dep_free_nodes = core.issue_dep_free_nodes
+            self._check_finished = core.check_finished
+        else:
+            self._waiting = _waiting_counts(graph).copy()
+            # dependency-free nodes, one ascending list per resource kind, so that a pass looks
+            # only at the first node of each kind whose slot is free (wide graphs stay cheap)
+            self._free_k: list[list[int]] = [[], [], [], []]
+            for nid in graph.roots:
+                self._free_k[kinds[nid]].append(nid)
+            self._freed_in_pass: dict[int, int] = {}
+            self._pass_no = 0
+            self._ongoing: set[int] = set()
+            self._in_flight = [0, 0, 0, 0]
+            self._done_count = 0
+        self._algorithm_names: dict[tuple, str] = {}
+        self._groups_by_pg: dict[str, CommunicatorGroup] = {}  # pg_name → its checked group
+        self._n_nodes = len(graph.nodes)
+        self._replay_only, self._roofline = sys.config.replay_only, sys.config.roofline_enabled
         self._collective_ends: list[tuple[Node, int]] = []  # (node, end ns): ``collectives`` reads them
         self._collective_dicts: list[dict[str, Any]] = []
         self._datasets: dict[int, tuple[Node, DataSet]] = {}
@@ -174,6 +208,12 @@ class Workload:
         self._ongoing.add(nid)
         if kind != _NONE:
             self._in_flight[kind] += 1
+        return self._start(node)
+
+    def _start(self, node: Node) -> bool:
+        """What starting a node means, once the feeder took it (its slot, its place): True if it
+        finished synchronously (system/_feeder.c calls this too)."""
+        nid = node.id
         self.starts[nid] = self._now()
         t = node.type
         if self._replay_only:
@@ -376,31 +416,41 @@ class Workload:
         # every node done: the same as nothing ongoing, in flight or free in a DAG (a node that
         # waits has a parent not done, and the first of those is ongoing or free)
         if self._done_count == self._n_nodes and not self.is_finished:
-            self.is_finished = True
-            self.finish_time = self._now()
-            batcher = self.sys.ring_batcher
-            if batcher is not None:  # it starts no ring phase any more (ring_batch.py)
-                batcher.retired(self.rank)
+            self._all_done()
+
+    def _all_done(self) -> None:
+        self.is_finished = True
+        self.finish_time = self._now()
+        batcher = self.sys.ring_batcher
+        if batcher is not None:  # it starts no ring phase any more (ring_batch.py)
+            batcher.retired(self.rank)
+
+    def _feeder_state(self) -> tuple[set[int], list[int], dict[int, int]]:
+        """(ongoing, dependency-free ascending, {waiting node: parents not done}) by node id."""
+        if self._core is not None:
+            ongoing, free, waiting = self._core.state()
+            return set(ongoing), free, waiting
+        return self._ongoing, self._free, self._waiting
 
     # -- stuck report ----------------------------------------------------------------------
     def stuck_lines(self, limit: int = 8) -> list[str]:
         """What never ran on this rank and what each waits for."""
         nodes = self.graph.nodes
+        ongoing, free, waiting = self._feeder_state()
         lines = []
-        for nid in sorted(self._ongoing)[:limit]:
+        for nid in sorted(ongoing)[:limit]:
             lines.append(f"{nodes[nid].describe()} started at {self.starts[nid]} ns and never completed"
                          + self._why_ongoing(nodes[nid]))
-        free = self._free
         for nid in free[:limit]:
             lines.append(f"{nodes[nid].describe()} is ready but its resource slot never freed")
         shown = 0
-        for nid in sorted(self._waiting):
+        for nid in sorted(waiting):
             if shown >= limit:
                 break
-            pending = [p for p in nodes[nid].parents if p in self._waiting or p in self._ongoing or p in free]
+            pending = [p for p in nodes[nid].parents if p in waiting or p in ongoing or p in free]
             lines.append(f"{nodes[nid].describe()} waits for node(s) {', '.join(map(str, pending[:6]))}")
             shown += 1
-        total = len(self._ongoing) + len(free) + len(self._waiting)
+        total = len(ongoing) + len(free) + len(waiting)
         if total > len(lines):
             lines.append(f"... {total} node(s) not finished in all")
         return lines
@@ -417,4 +467,5 @@ class Workload:
 
     @property
     def remaining(self) -> int:
-        return len(self.graph.nodes) - self._done_count
+        done = self._core.done if self._core is not None else self._done_count
+        return len(self.graph.nodes) - done

@@ -1,0 +1,9 @@
+/* system/_feeder.c: the workload's feeder in C, a type of system._sys_core */
+#ifndef DTSIM_FEEDER_H
+#define DTSIM_FEEDER_H
+#include <Python.h>
+
+/* adds the Feeder type to the module; -1 with an exception set */
+int dtsim_add_feeder(PyObject *module);
+
+#endif
