@@ -1686,8 +1686,147 @@ static PyObject *clone_slots(PyObject *Py_UNUSED(module), PyObject *obj) {
     return c;
 }
 
+/* generate_streams(sys, dataset, count, chunk, plan, pristine, group, priority, generate_phase, make_pristine):
+ * the per-stream loop of system/generation.py's generate_collective (the reference, which runs where
+ * this is not compiled): each of ``count`` streams gets one phase per plan entry, a copy of the
+ * pristine phase and algorithm of its shape (phase index, size, direction) where there is one, else
+ * generate_phase's, then its id, its StreamBaseline and its place in the ready list. */
+static PyObject *str_final_data_size, *str_queue_id, *str_algorithm, *str_next_stream_id,
+    *str_insert_into_ready_list;
+
+static PyObject *copy_with(PyObject *copier, PyObject *argument) {
+    if (PyCFunction_Check(copier) && PyCFunction_GET_FUNCTION(copier) == (PyCFunction)clone_slots)
+        return clone_slots(NULL, argument); /* a plain algorithm: the slot copy, no call */
+    return PyObject_CallOneArg(copier, argument);
+}
+
+static PyObject *one_phase(PyObject *entry, Py_ssize_t i, PyObject *remain, PyObject *pristine,
+                           PyObject *generate_phase, PyObject *make_pristine) {
+    PyObject *fixed = PyTuple_GET_ITEM(entry, 4), *qd;
+    int has = fixed == Py_None ? 0 : PyObject_IsTrue(fixed);
+    if (has < 0) return NULL;
+    qd = has ? Py_NewRef(fixed) : PyObject_CallNoArgs(PyTuple_GET_ITEM(entry, 2)); /* fixed or next_queue() */
+    if (!qd) return NULL;
+    if (!PyTuple_Check(qd) || PyTuple_GET_SIZE(qd) != 2) {
+        Py_DECREF(qd);
+        PyErr_SetString(PyExc_TypeError, "generate_streams: a queue allocator gives (queue, direction)");
+        return NULL;
+    }
+    PyObject *queue_id = PyTuple_GET_ITEM(qd, 0), *direction = PyTuple_GET_ITEM(qd, 1), *ph = NULL;
+    PyObject *index = PyLong_FromSsize_t(i);
+    PyObject *shape = index ? PyTuple_Pack(3, index, remain, direction) : NULL;
+    Py_XDECREF(index);
+    if (!shape) goto done;
+    PyObject *proto = PyDict_GetItemWithError(pristine, shape); /* borrowed */
+    if (!proto && PyErr_Occurred()) goto done;
+    if (!proto || proto == Py_False) {
+        PyObject *args[] = {PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1), remain, queue_id, direction,
+                            PyTuple_GET_ITEM(entry, 3)};
+        ph = PyObject_Vectorcall(generate_phase, args, 6, NULL);
+        if (ph && !proto) {
+            PyObject *made = PyObject_CallOneArg(make_pristine, ph);
+            if (!made || PyDict_SetItem(pristine, shape, made) < 0) Py_CLEAR(ph);
+            Py_XDECREF(made);
+        }
+    } else {
+        if (!PyTuple_Check(proto) || PyTuple_GET_SIZE(proto) != 3) {
+            PyErr_SetString(PyExc_TypeError, "generate_streams: a pristine entry is (phase, copier, argument)");
+            goto done;
+        }
+        Py_INCREF(proto); /* the dict may change under the copier's call */
+        ph = clone_slots(NULL, PyTuple_GET_ITEM(proto, 0));
+        PyObject *algo = ph ? copy_with(PyTuple_GET_ITEM(proto, 1), PyTuple_GET_ITEM(proto, 2)) : NULL;
+        Py_DECREF(proto);
+        if (!algo || PyObject_SetAttr(ph, str_queue_id, queue_id) < 0 || PyObject_SetAttr(ph, str_algorithm, algo) < 0)
+            Py_CLEAR(ph);
+        Py_XDECREF(algo);
+    }
+done:
+    Py_XDECREF(shape);
+    Py_DECREF(qd);
+    return ph;
+}
+
+static PyObject *generate_streams(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "generate_streams(sys, dataset, count, chunk, plan, pristine, group, "
+                                         "priority, generate_phase, make_pristine)");
+        return NULL;
+    }
+    if (!stream_type) {
+        PyErr_SetString(PyExc_RuntimeError, "generate_streams: configure() first");
+        return NULL;
+    }
+    PyObject *sys = args[0], *dataset = args[1], *chunk = args[3], *plan = args[4], *pristine = args[5],
+             *group = args[6], *priority = args[7], *generate_phase = args[8], *make_pristine = args[9];
+    Py_ssize_t count = PyLong_AsSsize_t(args[2]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    if (!PyTuple_Check(plan) || !PyDict_Check(pristine)) {
+        PyErr_SetString(PyExc_TypeError, "generate_streams: plan is a tuple, pristine a dict");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(plan, i);
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 5) {
+            PyErr_SetString(PyExc_TypeError, "generate_streams: a plan entry is (type, topology, allocator, impl, fixed)");
+            return NULL;
+        }
+    }
+    PyObject *next_id = PyObject_GetAttr(sys, str_next_stream_id);
+    PyObject *insert = next_id ? PyObject_GetAttr(sys, str_insert_into_ready_list) : NULL;
+    if (!insert) {
+        Py_XDECREF(next_id);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *phases = PyList_New(n), *remain = Py_NewRef(chunk);
+        if (!phases) {
+            Py_DECREF(remain);
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *ph = one_phase(PyTuple_GET_ITEM(plan, i), i, remain, pristine, generate_phase, make_pristine);
+            if (!ph) {
+                Py_DECREF(remain);
+                Py_DECREF(phases);
+                goto done;
+            }
+            PyList_SET_ITEM(phases, i, ph);
+            Py_SETREF(remain, PyObject_GetAttr(ph, str_final_data_size));
+            if (!remain) {
+                Py_DECREF(phases);
+                goto done;
+            }
+        }
+        Py_DECREF(remain);
+        PyObject *sid = PyObject_CallOneArg(next_id, group);
+        if (!sid) {
+            Py_DECREF(phases);
+            goto done;
+        }
+        PyObject *sargs[] = {sys, dataset, sid, phases, priority};
+        PyObject *stream = PyObject_Vectorcall((PyObject *)stream_type, sargs, 5, NULL);
+        Py_DECREF(sid);
+        Py_DECREF(phases);
+        PyObject *r = stream ? PyObject_CallOneArg(insert, stream) : NULL;
+        Py_XDECREF(stream);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(next_id);
+    Py_DECREF(insert);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"clone_slots", clone_slots, METH_O, "clone_slots(obj): a shallow copy of an object of slots only"},
+    {"generate_streams", (PyCFunction)(void (*)(void))generate_streams, METH_FASTCALL,
+     "generate_streams(sys, dataset, count, chunk, plan, pristine, group, priority, generate_phase, make_pristine): "
+     "system/generation.py's per-stream loop"},
     {"configure", configure, METH_VARARGS,
      "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology, "
      "HalvingDoubling, SchedulerUnit)"},
@@ -1714,7 +1853,12 @@ static int exec_module(PyObject *m) {
             !(str_register_event = PyUnicode_InternFromString("register_event")) ||
             !(str_append = PyUnicode_InternFromString("append")) ||
             !(str_popleft = PyUnicode_InternFromString("popleft")) ||
-            !(str_member_at = PyUnicode_InternFromString("member_at")))
+            !(str_member_at = PyUnicode_InternFromString("member_at")) ||
+            !(str_final_data_size = PyUnicode_InternFromString("final_data_size")) ||
+            !(str_queue_id = PyUnicode_InternFromString("queue_id")) ||
+            !(str_algorithm = PyUnicode_InternFromString("algorithm")) ||
+            !(str_next_stream_id = PyUnicode_InternFromString("_next_stream_id")) ||
+            !(str_insert_into_ready_list = PyUnicode_InternFromString("insert_into_ready_list")))
             return -1;
     }
     if (!core_api) { /* the C queue's calendar, where it is built; else every call goes through Python */

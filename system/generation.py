@@ -25,6 +25,8 @@ from system.sys_core import SYS_CORE
 
 # a slot-for-slot copy in C (system/_sys_core.c); without it every phase runs its constructors
 _clone_slots = None if SYS_CORE is None else SYS_CORE.clone_slots
+# the per-stream loop below in C (system/_sys_core.c: generate_streams), where compiled
+_generate_streams = None if SYS_CORE is None else SYS_CORE.generate_streams
 
 
 def _pristine(phase: CollectivePhase, clone: Callable[[Any], Any]) -> "tuple | bool":
@@ -159,6 +161,11 @@ class CollectiveGeneration:
             self.world_first_tags[seq] = self.astra_streams  # see divergence.world_tag_disagreements
         generate_phase = self.generate_collective_phase
         clone = _clone_slots
+        if _generate_streams is not None:
+            _generate_streams(self, dataset, count, chunk, plan, pristine, group, pri, generate_phase,
+                              lambda ph: _pristine(ph, clone))
+            dataset.total_streams = count
+            return dataset
         for _ in range(count):
             phases: list[CollectivePhase] = []
             remain = chunk

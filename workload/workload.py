@@ -12,6 +12,7 @@ import json
 import warnings
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from itertools import accumulate, chain
 from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
@@ -71,16 +72,15 @@ def _feeder_plan(graph: Graph) -> tuple:
     plan = graph.memo.get("feeder")
     if plan is None:
         ids = tuple(graph.order)
-        index = {nid: i for i, nid in enumerate(ids)}
-        nodes = [graph.nodes[nid] for nid in ids]
-        kinds = _resources(graph)
-        starts, children = array("q", [0]), array("q")
-        for n in nodes:
-            children.extend(index[c] for c in n.children)
-            starts.append(len(children))
+        index = dict(zip(ids, range(len(ids))))
+        nodes = list(map(graph.nodes.__getitem__, ids))
+        kids = [n.children for n in nodes]
+        starts = array("q", [0])
+        starts.extend(accumulate(map(len, kids)))
         plan = graph.memo["feeder"] = (
-            nodes, ids, index, bytes(kinds[nid] for nid in ids), starts, children,
-            array("q", [len(n.parents) for n in nodes]), array("q", [index[r] for r in graph.roots]))
+            nodes, ids, index, bytes(map(_resources(graph).__getitem__, ids)), starts,
+            array("q", map(index.__getitem__, chain.from_iterable(kids))),
+            array("q", [len(n.parents) for n in nodes]), array("q", map(index.__getitem__, graph.roots)))
     return plan
 
 
