@@ -13,7 +13,8 @@ TrioSim cases read the traces of a checkout's examples/triosim (``--examples DIR
 
 With ``--astra-sim-bin DIR`` (the folder holding ASTRA-sim's AstraSim_Analytical_Congestion_{Unaware,
 Aware} binaries) each case also runs ASTRA-sim on the very same files, alternating with ours, and
-the row shows both whole-process walls, both peak RSS, the wall ratio and whether every rank's cycles are equal.
+the row shows both whole-process walls and peak RSS (medians), the wall ratio (the median of each pair's ratio)
+and whether every rank's cycles are equal.
 Without ``--cases`` it runs the four cases of issue 13 (ISSUE13 below). ASTRA-sim replays COMP
 nodes from ``duration_micros`` only, so the TrioSim cases drop the converter's exact ``duration_ns``
 attribute: both simulators then read the same durations.
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -536,8 +538,13 @@ def main(argv: list[str] | None = None) -> int:
                            else f"cycles DIFFER on {diff} of {prep.npus} ranks (ours end {r['end_cycles']}, "
                                 f"ASTRA-sim end {max(x['cycles'])})")
                 ours = r["process_wall"]
+                # the median of each pair's ratio (ours and ASTRA-sim run in turn): a machine whose
+                # speed drifts during the case moves both of a pair, not the ratio
+                pairs = [o["process_wall"] / t["wall"] for o, t in zip(ours_runs, astra_runs)
+                         if not o.get("failed") and not t.get("failed") and t["wall"] > 0]
+                r["wall_ratio"] = statistics.median(pairs) if pairs else ours / x["wall"]
                 print(f"{name:<24} {r['npus']:>5} {r['events']:>10} {ours:>8.3f} {r['rss_mb']:>7.1f} "
-                      f"{x['wall']:>8.3f} {x['rss_mb']:>8.1f} {ours / x['wall']:>9.2f}x  {verdict}")
+                      f"{x['wall']:>8.3f} {x['rss_mb']:>8.1f} {r['wall_ratio']:>9.2f}x  {verdict}")
                 continue
             eps = r["events"] / r["wall"] if r["wall"] > 0 else 0
             ref = ASTRA_SIM.get(name.replace("-general", ""))
