@@ -78,7 +78,7 @@ def _feeder_plan(graph: Graph) -> tuple:
         starts = array("q", [0])
         starts.extend(accumulate(map(len, kids)))
         plan = graph.memo["feeder"] = (
-            nodes, ids, index, bytes(map(_resources(graph).__getitem__, ids)), starts,
+            nodes, ids, index, bytes(map(_resource, nodes)), starts,
             array("q", map(index.__getitem__, chain.from_iterable(kids))),
             array("q", [len(n.parents) for n in nodes]), array("q", map(index.__getitem__, graph.roots)))
     return plan
@@ -94,7 +94,6 @@ class Workload:
         self.rank = sys.id
         self.comm_groups = comm_groups
         self.remote_memory = remote_memory
-        self._kind = kinds = _resources(graph)
         self.is_finished = False
         self.finish_time: int | None = None
         self.starts: dict[int, int] = {}
@@ -110,6 +109,7 @@ class Workload:
             self.issue_dep_free_nodes = core.issue_dep_free_nodes
             self._check_finished = core.check_finished
         else:
+            self._kind = kinds = _resources(graph)
             self._waiting = _waiting_counts(graph).copy()
             # dependency-free nodes, one ascending list per resource kind, so that a pass looks
             # only at the first node of each kind whose slot is free (wide graphs stay cheap)
