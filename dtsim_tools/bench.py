@@ -28,8 +28,6 @@ import argparse
 import json
 import os
 import re
-import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -330,34 +328,9 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
     return Prepared(ours, astra, backend, npus)
 
 
-def _run_one(args: list[str]) -> None:
-    """Child process: run the CLI with its report at ``args[0]``, print one JSON line with the wall
-    and peak RSS of the run. The parent reads the report back: that parse (0.6 MB for a 128-rank
-    layout) is the harness's work, not the simulator's, and would count in this process's wall."""
-    from system.main import main
-
-    t0 = time.perf_counter()
-    code = main([*args[1:], "--quiet", "--report", args[0]])
-    wall = time.perf_counter() - t0
-    print(json.dumps({"code": int(code), "wall": wall, "rss_mb": _own_peak_rss_mb()}))
-
-
-def _own_peak_rss_mb() -> float:
-    """This process's peak RSS: VmHWM, the high-water mark of its own memory map (Linux).
-    ``ru_maxrss`` is no measure for a child: the kernel carries the parent's RSS at fork over
-    the exec, so a child of a 60 MB bench read at least 60 MB whatever it used."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# ASTRA-sim's wall and peak RSS, taken by a small Python started for the purpose: its child
-# carries that process's few MB over the exec, not the bench's (see _own_peak_rss_mb)
+# a simulator's wall and peak RSS (ours and ASTRA-sim's alike), taken by a small Python started for
+# the purpose: ru_maxrss of a child holds its parent's RSS at fork, so the parent must be small, and
+# posix_spawn then wait4 time the whole process and nothing else
 _SPAWNER = """\
 import json, os, sys, time
 t = time.perf_counter()
@@ -370,24 +343,24 @@ with open(sys.argv[1], "w") as f:
 
 
 def _run_ours(prep: Prepared) -> dict:
+    """Our CLI (``python -m system.main ... --quiet --report``) in its own process, started and timed
+    by _SPAWNER exactly as ASTRA-sim is: its wall and peak RSS; the report gives the cycles."""
     import subprocess
 
     with tempfile.TemporaryDirectory() as t:
-        rep = Path(t) / "r.json"
-        t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "dtsim_tools.bench", "--one", str(rep), *prep.ours],
+        rep, measured = Path(t) / "r.json", Path(t) / "measured.json"
+        p = subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-m", "system.main",
+                            *prep.ours, "--quiet", "--report", str(rep)],
                            capture_output=True, text=True, env=_child_env())
-        proc_wall = time.perf_counter() - t0
-        if p.returncode != 0 or not p.stdout.strip():
-            return {"failed": True, "error": p.stderr.strip()[-400:]}
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-        data = json.loads(rep.read_text()) if rep.exists() else {}
+        m = json.loads(measured.read_text()) if measured.exists() else {"code": p.returncode}
+        if m["code"] != 0 or not rep.exists():
+            return {"failed": True, "error": (p.stderr.strip() or f"exit {m['code']}")[-400:]}
+        data = json.loads(rep.read_text())
     tot = data.get("totals", {})
-    r.update({"events": tot.get("events", 0), "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),
-              "cycles": [x["finish_cycles"] for x in data.get("ranks", [])],
-              "fast_path": data.get("inputs", {}).get("symmetric_fast_path"),
-              "cxx": data.get("network", {}).get("cxx"), "process_wall": proc_wall})
-    return r
+    return {"code": 0, "wall": tot.get("wall_seconds", m["wall"]), "rss_mb": m["rss_mb"], "process_wall": m["wall"],
+            "events": tot.get("events", 0), "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),
+            "cycles": [x["finish_cycles"] for x in data.get("ranks", [])],
+            "fast_path": data.get("inputs", {}).get("symmetric_fast_path"), "cxx": data.get("network", {}).get("cxx")}
 
 
 def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
@@ -460,14 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--examples", type=Path, default=None, metavar="DIR",
                     help="a checkout's examples/ folder, for the TrioSim cases (default: the checkout's)")
-    ap.add_argument("--one", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     ap.add_argument("--prepare", nargs=3, metavar=("CASE", "DIR", "EXAMPLES"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.one is not None:
-        _run_one(a.one)
-        from system.main import exit_process
-
-        exit_process(0)  # as the CLI ends (system.main.console_main)
     if a.prepare:
         print(json.dumps(vars(_prepare(a.prepare[0], CASES[a.prepare[0]], Path(a.prepare[1]), Path(a.prepare[2])))))
         return 0
@@ -540,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                 ours = r["process_wall"]
                 # the median of each pair's ratio (ours and ASTRA-sim run in turn): a machine whose
                 # speed drifts during the case moves both of a pair, not the ratio
+                import statistics  # here: the child that runs our simulator (--one) does not import it
+
                 pairs = [o["process_wall"] / t["wall"] for o, t in zip(ours_runs, astra_runs)
                          if not o.get("failed") and not t.get("failed") and t["wall"] > 0]
                 r["wall_ratio"] = statistics.median(pairs) if pairs else ours / x["wall"]

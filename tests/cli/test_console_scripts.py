@@ -101,16 +101,17 @@ def test_bench_byte_compiles_the_run_first(tmp_path, monkeypatch, capsys) -> Non
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
 def test_bench_peak_rss_is_the_childs_own_not_the_parents(tmp_path: Path) -> None:
     """A child's ru_maxrss holds its parent's RSS at fork: the bench's numbers for both
-    simulators must not. With this process 300 MB larger, our child (VmHWM) and ASTRA-sim's
-    stand-in (started by the bench's spawner, rusage from wait4) report only their own."""
+    simulators must not. With this process 300 MB larger, a Python child and ASTRA-sim's stand-in,
+    both started by the bench's spawner (rusage from wait4), report only their own."""
     import json
     import subprocess
 
     ballast = bytearray(300 << 20)
     for i in range(0, len(ballast), 4096):
         ballast[i] = 1
-    code = "from dtsim_tools.bench import _own_peak_rss_mb; print(_own_peak_rss_mb())"
-    ours = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    mine = tmp_path / "ours.json"
+    subprocess.run([sys.executable, "-S", "-c", bench._SPAWNER, str(mine), sys.executable, "-c", "pass"], check=True)
+    ours = json.loads(mine.read_text())["rss_mb"]
     out = tmp_path / "m.json"
     subprocess.run([sys.executable, "-S", "-c", bench._SPAWNER, str(out), "/bin/sh", "-c", "exit 3"], check=True)
     spawned = json.loads(out.read_text())
