@@ -337,18 +337,23 @@ error:
     return NULL;
 }
 
-static PyObject *wire_decode(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+/* (data, cls) read as decode_message reads it; `call` names the caller in the error */
+static PyObject *decode_args(PyObject *const *args, Py_ssize_t nargs, int light, const char *call) {
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "decode(data, cls) takes 2 arguments");
+        PyErr_Format(PyExc_TypeError, "%s takes 2 arguments", call);
         return NULL;
     }
     spec *s = get_spec(args[1]);
     if (!s) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *r = decode_message(view.buf, 0, view.len, s, 0);
+    PyObject *r = decode_message(view.buf, 0, view.len, s, light);
     PyBuffer_Release(&view);
     return r;
+}
+
+static PyObject *wire_decode(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    return decode_args(args, nargs, 0, "decode(data, cls)");
 }
 
 static PyObject *str_id, *str_name, *str_type, *str_ctrl_deps, *str_data_deps, *str_duration_micros, *str_inputs,
@@ -389,16 +394,7 @@ static PyObject *attr_pair(PyObject *a) {
 
 /* node_fields(data, Node): wire.node_fields in C, from the light decode */
 static PyObject *wire_node_fields(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "node_fields(data, Node) takes 2 arguments");
-        return NULL;
-    }
-    spec *s = get_spec(args[1]);
-    if (!s) return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *d = decode_message(view.buf, 0, view.len, s, 1);
-    PyBuffer_Release(&view);
+    PyObject *d = decode_args(args, nargs, 1, "node_fields(data, Node)");
     if (!d || d == Py_None) return d;
     PyObject *out = PyTuple_New(8), *attrs = NULL;
     if (!out) goto error;
@@ -452,7 +448,7 @@ static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))wire_decode, METH_FASTCALL,
      "decode(data, cls): cls read from data as wire.decode reads it, or None where wire declines"},
     {"node_fields", (PyCFunction)(void (*)(void))wire_node_fields, METH_FASTCALL,
-     "node_fields(data, Node): wire.node_fields_python(data), or None where wire declines"},
+     "node_fields(data, Node): wire.node_fields_python(data), or None where wire declines (chakra_proto.io.read_node_fields)"},
     {NULL, NULL, 0, NULL},
 };
 

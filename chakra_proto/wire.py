@@ -244,11 +244,3 @@ def node_fields_python(data: bytes) -> tuple | None:
     """fields_of the Node read from ``data`` by decode_python, or None where it declines."""
     node = decode_python(data, Node)
     return None if node is None else fields_of(node)
-
-
-def node_fields(data: bytes) -> tuple | None:
-    """node_fields_python's answer; in C where compiled, without a message object per node and
-    attribute (a large run reads its ET nodes at about a third of the cost)."""
-    if NATIVE is None:
-        return node_fields_python(data)
-    return NATIVE.node_fields(data, Node)

@@ -23,10 +23,10 @@ enum { KINDS = 4, K_NONE = 3 }; /* workload.py: _CPU, _GPU_COMP, _GPU_COMM, _NON
 
 typedef struct {
     PyObject_HEAD
-    PyObject *plan;  /* workload.py's _feeder_plan tuple: keeps what the views below point into */
-    PyObject *nodes; /* list: Node by index */
-    PyObject *ids;   /* tuple: node id by index */
-    PyObject *index; /* dict: node id -> index */
+    PyObject *plan;  /* workload.py's _feeder_plan tuple: holds everything below that is borrowed */
+    PyObject *nodes; /* borrowed from plan: list, Node by index */
+    PyObject *ids;   /* borrowed: tuple, node id by index */
+    PyObject *index; /* borrowed: dict, node id -> index */
     Py_buffer kinds_view, cstart_view, clist_view;
     const unsigned char *kind;
     const long long *cstart, *clist; /* children of i: clist[cstart[i] .. cstart[i + 1]] */
@@ -45,9 +45,6 @@ typedef struct {
 
 static int feeder_traverse(Feeder *f, visitproc visit, void *arg) {
     Py_VISIT(f->plan);
-    Py_VISIT(f->nodes);
-    Py_VISIT(f->ids);
-    Py_VISIT(f->index);
     Py_VISIT(f->start);
     Py_VISIT(f->now);
     Py_VISIT(f->starts);
@@ -82,10 +79,8 @@ static void feeder_release(Feeder *f) {
         f->free[k] = NULL;
         f->flen[k] = f->fcap[k] = 0;
     }
+    f->nodes = f->ids = f->index = NULL;
     Py_CLEAR(f->plan);
-    Py_CLEAR(f->nodes);
-    Py_CLEAR(f->ids);
-    Py_CLEAR(f->index);
 }
 
 static void feeder_dealloc(Feeder *f) {
@@ -174,9 +169,9 @@ static int feeder_init(Feeder *f, PyObject *args, PyObject *kw) {
         return -1;
     }
     f->plan = Py_NewRef(plan);
-    f->nodes = Py_NewRef(nodes);
-    f->ids = Py_NewRef(ids);
-    f->index = Py_NewRef(index);
+    f->nodes = nodes;
+    f->ids = ids;
+    f->index = index;
     f->n = n;
     Py_buffer wv, rv;
     if (take_view(kinds, &f->kinds_view, n, 1, "kinds") < 0) goto error;

@@ -318,7 +318,7 @@ def _comparable(fields: Any) -> Any:
 
 
 def test_node_fields_in_c_python_and_protobuf_agree() -> None:
-    """wire.node_fields (the loader's reader) gives, in C, what fields_of gives on wire's Python
+    """_wire_core.node_fields (the loader's reader, chakra_proto.io.read_node_fields) gives, in C, what fields_of gives on wire's Python
     message and on protobuf's: every field, the first attribute of a name with its member and value
     (lists as tuples), inputs' values only where inputs is set; and declines exactly where wire does."""
     _native_or_skip()
