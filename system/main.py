@@ -5,6 +5,14 @@ scripts written against earlier versions.
 """
 from __future__ import annotations
 
+import gc
+
+if __name__ == "__main__":
+    # A command-line process ends with os._exit (exit_process): the cycles its imports, set-up and
+    # report leave need never be collected, while a collection after the run traverses its whole
+    # heap (the run itself keeps the collector off: system/heap.py)
+    gc.disable()
+
 import argparse
 import enum
 import sys as _sys
@@ -295,6 +303,7 @@ def _output(flag: str, path: str, write: Any, *write_args: Any) -> None:
 
 
 def console_main() -> None:
+    gc.disable()  # as under __main__ above: the process ends with os._exit
     exit_process(main())
 
 

@@ -61,3 +61,23 @@ def test_the_cli_exits_with_its_code_and_whole_output(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "system.main", "--workload", "nowhere", *files],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+def test_the_command_line_process_runs_without_the_cyclic_collector_and_importers_keep_it() -> None:
+    """The CLI ends with os._exit, so its collector stays off from the first line (a collection
+    after the run would traverse the whole heap); a program that imports system.main keeps its own."""
+    example = ROOT / "examples"
+    watch = ("import atexit, gc, runpy, sys\n"
+             "atexit.register(lambda: sys.stderr.write(f'collector on: {{gc.isenabled()}}'))\n"
+             "sys.argv = ['dtsim'] + sys.argv[1:]\n{how}\n")
+    args = ["--workload", str(example / "workload/all_reduce_8npus_1MB/all_reduce"),
+            "--network", str(example / "network/Ring_8npus.yml"),
+            "--system", str(example / "system/Ring_4chunks.json"), "-q"]
+    for how in ("runpy.run_module('system.main', run_name='__main__')",
+                "import system.main as m; m.console_main()"):
+        r = subprocess.run([sys.executable, "-c", watch.format(how=how), *args], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+        assert (r.returncode, r.stderr) == (0, "collector on: False"), (how, r.stderr)
+    r = subprocess.run([sys.executable, "-c", "import gc, system.main; print(gc.isenabled())"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "True", r.stderr
