@@ -46,6 +46,7 @@ from network.units import link_arrival_ns, link_serialization_ns
 
 if TYPE_CHECKING:
     from network.analytical.link_pipes import LinkPipes
+    from network.analytical.list_pipes import ListPipes
     from network.analytical.ring_flows import RingFlows
 
 
@@ -364,10 +365,17 @@ class CongestionAwareBackend(AnalyticalBackend):
         links = [link for r in routes for link in r]
         return len(set(map(id, links))) == len(links)
 
-    def pipes(self, pairs: list[tuple[int, int]], size_bytes: int) -> "LinkPipes":
+    def pipes(self, pairs: list[tuple[int, int]], size_bytes: int, vectorised: bool = True) -> "LinkPipes | ListPipes":
+        """The flows' pipes: numpy's (link_pipes.py), or lists (list_pipes.py) where the caller
+        would not pay numpy's import for the phase; the same times either way."""
+        routes = [self._route(a, b) for a, b in pairs]
+        if not vectorised:
+            from network.analytical.list_pipes import ListPipes
+
+            return ListPipes(routes, size_bytes)
         from network.analytical.link_pipes import LinkPipes  # numpy: only when a phase is batched
 
-        return LinkPipes([self._route(a, b) for a, b in pairs], size_bytes)
+        return LinkPipes(routes, size_bytes)
 
     def ring_flows(self) -> "RingFlows | None":
         """On a topology file, the runner of batched ring phases (ring_flows.py); None elsewhere."""

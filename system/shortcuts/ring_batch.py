@@ -23,6 +23,7 @@ disagree on a phase), it raises ``BatchAbandoned`` and the run is redone without
 """
 from __future__ import annotations
 
+import sys
 from operator import add
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
 
 #: below this many rank-steps a phase runs the recurrence in plain Python (numpy's per-call cost)
 _NUMPY_MIN_WORK = 2048
+#: rank-steps of a run's phases done in plain Python before it pays numpy's import: that import
+#: costs 0.07-0.2 s and 14 MB of peak memory, a rank-step 0.1-0.4 µs in Python, so a run whose
+#: batched work stays below this (a 64-rank layout's few ring phases) never needs numpy, and one
+#: that goes past it pays at most about twice what knowing its total work ahead would have cost
+_PYTHON_WORK_BEFORE_NUMPY = 250_000
 
 
 def prove_on_pipes(graphs: Sequence[Any], config: Any, groups: dict[int, list[int]]) -> None:
@@ -123,6 +129,7 @@ class RingBatcher:
         self._shapes: dict[tuple, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
         #: an orbit run (system/shortcuts/orbit_network.py) simulates rank x only where rep_of[x] == x
         self._rep_of: list[int] | None = getattr(backend, "rep_of", None)
+        self._python_work = 0  # rank-steps run in plain Python so far (_vectorise)
         self._needed: dict[tuple, int] = {}  # ring → how many of its ranks join a phase
         self.messages = 0
 
@@ -290,8 +297,10 @@ class RingBatcher:
         order = [members[i][1] for i in range(n)]
         starts = [members[i][0] for i in range(n)]
         if self._delay is None:
-            pipes = self._pipes(flows, size)
-            last = _recurrence_pipes(starts, pred, pipes, endpoint, extra, steps)
+            vectorised = self._vectorise(n * steps)
+            pipes = self._pipes(flows, size, vectorised)
+            recur = _recurrence_pipes if vectorised else _recurrence_pipes_py
+            last = recur(starts, pred, pipes, endpoint, extra, steps)
             pipes.close(steps)
         else:
             dk = (g.key[1], first.direction, size)
@@ -302,7 +311,7 @@ class RingBatcher:
             if starts.count(s0) == n and delays.count(d0) == n:
                 # lock-step: every receive waits exactly one delay, on every rank alike
                 last = [s0 + endpoint + steps * d0 + between] * n
-            elif n * steps < _NUMPY_MIN_WORK:
+            elif not self._vectorise(n * steps):
                 last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
             else:
                 last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
@@ -312,6 +321,21 @@ class RingBatcher:
         schedule = self._schedule
         for algo, t in zip(order, last):
             schedule(int(t) - now, algo.finish_batched, steps, processed)
+
+
+    def _vectorise(self, work: int) -> bool:
+        """Whether a phase of ``work`` rank-steps runs on numpy: a big phase where numpy is
+        imported already or the run's plain-Python work (this phase's included) pays its import."""
+        if work < _NUMPY_MIN_WORK:
+            return False
+        if _numpy_loaded() or self._python_work + work >= _PYTHON_WORK_BEFORE_NUMPY:
+            return True
+        self._python_work += work
+        return False
+
+
+def _numpy_loaded() -> bool:
+    return "numpy" in sys.modules
 
 
 def _processes(algo: "Ring", packet: int) -> bool:
@@ -389,4 +413,17 @@ def _recurrence_pipes(starts: list[int], pred: list[int], pipes: Any, endpoint: 
         np.maximum(pipes.step(t[p]), t, out=t)
         if k < steps:
             t += extra[k + 1]
+    return t
+
+
+def _recurrence_pipes_py(starts: list[int], pred: list[int], pipes: Any, endpoint: int,
+                         extra: list[int], steps: int) -> list[int]:
+    """_recurrence_pipes on lists, with network/analytical/list_pipes.py's pipes."""
+    t = [s + endpoint for s in starts]
+    for k in range(1, steps + 1):
+        a = pipes.step([t[j] for j in pred])
+        t = [u if u > v else v for u, v in zip(a, t)]
+        if k < steps:
+            e = extra[k + 1]
+            t = [u + e for u in t]
     return t
