@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node_fields
+from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node_fields, wire
 from chakra_proto.attrs import INTEGER_MEMBERS
 from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from workload.dependencies import link_dependencies
@@ -155,8 +155,10 @@ def _warn_host_launchers(path: Path, nodes: dict[int, Node]) -> None:
 
 
 class _RawNodes:
-    """A node's protobuf message by id, decoded again only when asked: recognising host-side
-    communication reads the attributes of a few CPU operators, and the parse cache keeps none."""
+    """A node's message by id, decoded again only when asked: recognising host-side
+    communication reads the attributes of a few CPU operators, and the parse cache keeps none.
+    chakra_proto.wire decodes it (what et_def_pb2 would give, fields, HasField and WhichOneof);
+    protobuf's runtime, whose import costs a run 40-60 ms, only where wire declines the bytes."""
 
     __slots__ = ("_frames", "_nodes")
 
@@ -165,9 +167,13 @@ class _RawNodes:
         self._nodes = nodes
 
     def __getitem__(self, nid: int) -> Any:
-        from chakra_proto import et_def_pb2  # the few workloads with host-side launchers need it
+        frame = self._frames[self._nodes[nid].index]
+        node = wire.decode(frame, wire.Node)
+        if node is None:
+            from chakra_proto import et_def_pb2
 
-        return et_def_pb2.Node.FromString(self._frames[self._nodes[nid].index])
+            node = et_def_pb2.Node.FromString(frame)
+        return node
 
 
 def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple[Any, dict[int, Node], list[bytes]]:

@@ -340,3 +340,33 @@ def test_sparse_all_reduce_without_its_parts_is_refused(tmp_path: Path) -> None:
     with pytest.raises(WorkloadError) as err:
         load_graph(path)
     assert "node 11 " in str(err.value) and "indices" in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_host_comms_read_the_same_from_wire_and_from_protobuf(tmp_path: Path, name: str, monkeypatch) -> None:
+    """Recognising host-side communication reads CPU operators' messages through
+    chakra_proto.wire (no protobuf runtime); protobuf's own messages give the same run."""
+    import workload.graph as graph
+
+    prefix, _ = _unpacked(tmp_path, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on_wire = build_report(run_simulation(prefix, tmp_path / "ring.yml"))
+        monkeypatch.setattr(graph.wire, "decode", lambda data, cls: None)  # wire declines every message
+        on_protobuf = build_report(run_simulation(prefix, tmp_path / "ring.yml"))
+    for key in ("ranks", "collectives"):
+        assert on_wire[key] == on_protobuf[key], key
+    assert on_wire["collectives"]
+
+
+def test_a_run_with_host_side_communication_does_not_import_protobuf(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    prefix, _ = _unpacked(tmp_path, "ddp_mlp4_w4")
+    code = ("import sys\nfrom system.main import main\n"
+            f"rc = main(['--workload', {str(prefix)!r}, '--network', {str(tmp_path / 'ring.yml')!r}, '-q'])\n"
+            "print(rc, 'google.protobuf' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                       text=True, timeout=120)
+    assert r.stdout.split()[-2:] == ["0", "False"], r.stderr[-2000:]
