@@ -1,7 +1,8 @@
 """C++ side of the ns-3 backend, compiled once per process by cppyy (cling).
 
 Everything that runs per packet stays in C++; Python is called once per scheduled event and
-once per delivered message, through two ``std::function<void(uint64_t)>`` that carry an id.
+once per delivered message, through two C function pointers ``void(uint64_t)`` (ctypes callbacks)
+that carry an id.
 
 ``Fabric``  owns the ns-3 nodes, links and message streams of one run.
 ``Stream``  one direction src → dst: a persistent transport connection that carries that
@@ -16,7 +17,6 @@ SOURCE = r"""
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -70,9 +70,9 @@ class Fabric {
         addr_first.resize(nodes_count);
     }
 
-    void SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered) {
-        on_event = event;
-        on_delivered = delivered;
+    void SetCallbacks(uintptr_t event, uintptr_t delivered) {
+        on_event = reinterpret_cast<Hook>(event);
+        on_delivered = reinterpret_cast<Hook>(delivered);
     }
 
     void AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue) {
@@ -240,7 +240,8 @@ class Fabric {
     std::unordered_map<uint32_t, uint32_t> owner;  // interface address -> node
     std::vector<Ptr<FlowRouting>> routers;
     std::map<uint64_t, std::unique_ptr<Stream>> streams;
-    std::function<void(uint64_t)> on_event, on_delivered;
+    using Hook = void (*)(uint64_t);
+    Hook on_event = nullptr, on_delivered = nullptr;
     uint64_t drops = 0;
     uint32_t trace_failures = 0;
     bool udp = false;
@@ -327,7 +328,6 @@ inline void Stream::Deliver() {
 #: nothing but this: no ns-3 header (0.7 s) and none of SOURCE (0.6 s).
 API = r"""
 #include <cstdint>
-#include <functional>
 #include <string>
 
 namespace dtsim_ns3 {
@@ -339,7 +339,9 @@ class Net {
     ~Net();
     Net(const Net&) = delete;
     Net& operator=(const Net&) = delete;
-    void SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered);
+    // Python's two hooks as C function pointers void(uint64_t) (ctypes callbacks, backend.py): a
+    // std::function made from a Python callable costs cling a JIT compile (0.4 s) on first use
+    void SetCallbacks(uintptr_t event, uintptr_t delivered);
     void AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue);
     void Finish(bool global_routes);
     void UseFlowRoutes();
@@ -380,9 +382,7 @@ API_SOURCE = r"""
 namespace dtsim_ns3 {
 Net::Net(uint32_t nodes_count) : fabric(new Fabric(nodes_count)) {}
 Net::~Net() { delete fabric; }
-void Net::SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered) {
-    fabric->SetCallbacks(event, delivered);
-}
+void Net::SetCallbacks(uintptr_t event, uintptr_t delivered) { fabric->SetCallbacks(event, delivered); }
 void Net::AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue) {
     fabric->AddLink(a, b, bps, delay_ns, mtu, queue);
 }
