@@ -165,6 +165,9 @@ class Ns3Backend(AnalyticalBackend):
     def _build_fabric(self) -> Any:
         mtu, queue = self.settings.mtu, self.settings.queue_size
         if self._wiring is not None:  # a physical graph, with per-flow routes (graph_wiring.py)
+            from network.ns3.loader import load_flow_routing
+
+            load_flow_routing()
             fabric = self._api.Net(self._wiring.nodes_count)
             self._wiring.build(fabric, mtu, queue)
             fabric.Finish(False)  # every pair is routed before it sends (route_pair): no global routes

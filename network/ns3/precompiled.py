@@ -62,11 +62,13 @@ def compiler() -> str | None:
 
 def translation_unit(headers: Sequence[str]) -> str:
     """What the library is compiled from: the headers and our C++ (fabric_cpp.API, flow routing,
-    the fabric, API's definitions), in the order the loader gives them to cling when it JITs."""
-    from network.ns3.fabric_cpp import API, API_SOURCE, SOURCE
+    the fabric, API's definitions, a graph's too), in the order the loader gives them to cling when
+    it JITs."""
+    from network.ns3.fabric_cpp import API, API_SOURCE, FLOW_API_SOURCE, SOURCE
     from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
-    return "".join(f'#include "ns3/{h}"\n' for h in headers) + API + FLOW_ROUTING_SOURCE + SOURCE + API_SOURCE
+    return ("".join(f'#include "ns3/{h}"\n' for h in headers) + API + FLOW_ROUTING_SOURCE + SOURCE + API_SOURCE
+            + FLOW_API_SOURCE)
 
 
 def _libraries(libdir: Path) -> list[Path] | None:
