@@ -27,6 +27,16 @@ using namespace ns3;
 
 class Fabric;
 
+// obj->*f as an ns-3 Callback, as MakeCallback(f, obj) but for the two comparison components
+// MakeCallback stores (f and obj, each a shared_ptr'd CallbackComponent): only Callback::IsEqual
+// reads them (a trace disconnect), which nothing here calls, and their instantiations were 0.8 s
+// of cling's start-up. Called, copied and tested for null, the callback is MakeCallback's.
+template <typename T, typename R, typename... A>
+Callback<R, A...> MemberCallback(R (T::*f)(A...), T* obj) {
+    return Callback<R, A...>(
+        Create<CallbackImpl<R, A...>>([obj, f](A... a) -> R { return (obj->*f)(a...); }, CallbackComponentVector{}));
+}
+
 class Stream {
   public:
     Stream(Fabric* fabric, Ptr<Node> src, Ptr<Node> dst, Ipv4Address addr, uint16_t port,
@@ -41,7 +51,7 @@ class Stream {
     void OnSendSpace(Ptr<Socket>, uint32_t) { Push(); }
     void OnAccept(Ptr<Socket> s, const Address&) {
         rx = s;
-        s->SetRecvCallback(MakeCallback(&Stream::OnRecv, this));
+        s->SetRecvCallback(MemberCallback(&Stream::OnRecv, this));
         OnRecv(s);
     }
     void OnRecv(Ptr<Socket> s) {
@@ -103,15 +113,15 @@ class Fabric {
             owner[ifs.GetAddress(1).Get()] = b;
             for (uint32_t k = 0; k < 2; ++k) {
                 Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(devices[i].Get(k));
-                Count(dev->GetQueue()->TraceConnectWithoutContext("Drop", MakeCallback(&Fabric::OnDrop, this)));
-                Count(dev->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&Fabric::OnDrop, this)));
+                Count(dev->GetQueue()->TraceConnectWithoutContext("Drop", MemberCallback(&Fabric::OnDrop, this)));
+                Count(dev->TraceConnectWithoutContext("PhyRxDrop", MemberCallback(&Fabric::OnDrop, this)));
             }
         }
         // With no queue disc, a packet that finds its link's queue stopped (full) is dropped by
         // the traffic-control layer before it reaches the queue.
         for (uint32_t n = 0; n < nodes.GetN(); ++n) {
             Count(nodes.Get(n)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
-                "TcDrop", MakeCallback(&Fabric::OnDrop, this)));
+                "TcDrop", MemberCallback(&Fabric::OnDrop, this)));
         }
         // all-pairs shortest paths and a route per link subnet in every node: 35 s and most of the
         // 3 GB at 512-1,024 GPUs, for routes a physical graph's flows never ask for
@@ -274,7 +284,7 @@ inline Stream::Stream(Fabric* fabric_, Ptr<Node> src, Ptr<Node> dst, Ipv4Address
     if (udp) {
         rx = Socket::CreateSocket(dst, UdpSocketFactory::GetTypeId());
         rx->Bind(local.ConvertTo());
-        rx->SetRecvCallback(MakeCallback(&Stream::OnRecv, this));
+        rx->SetRecvCallback(MemberCallback(&Stream::OnRecv, this));
         tx = Socket::CreateSocket(src, UdpSocketFactory::GetTypeId());
         tx->Bind();
         tx->Connect(remote);
@@ -285,11 +295,11 @@ inline Stream::Stream(Fabric* fabric_, Ptr<Node> src, Ptr<Node> dst, Ipv4Address
     listener->Bind(local.ConvertTo());
     listener->Listen();
     listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
-                                MakeCallback(&Stream::OnAccept, this));
+                                MemberCallback(&Stream::OnAccept, this));
     tx = Socket::CreateSocket(src, TcpSocketFactory::GetTypeId());
     tx->Bind();
-    tx->SetConnectCallback(MakeCallback(&Stream::OnConnected, this), MakeCallback(&Stream::OnConnectFailed, this));
-    tx->SetSendCallback(MakeCallback(&Stream::OnSendSpace, this));
+    tx->SetConnectCallback(MemberCallback(&Stream::OnConnected, this), MemberCallback(&Stream::OnConnectFailed, this));
+    tx->SetSendCallback(MemberCallback(&Stream::OnSendSpace, this));
     tx->Connect(remote);
 }
 
