@@ -136,7 +136,8 @@ class Ns3Backend(AnalyticalBackend):
         self.schedule = self._schedule  # replaces the base's EventQueue.schedule, bound once
         self._fabric = self._build_fabric()
         # C function pointers (ctypes) rather than std::function: cppyy's conversion of a Python
-        # callable costs a 0.4 s JIT compile, a ctypes callback none, and a call costs about the same (0.26 us).
+        # callable costs a 0.4 s JIT compile, a ctypes callback none, and a call costs about the
+        # same (0.26 us).
         # Keep them referenced for the whole run (formats.md §C.3, pitfalls).
         self._callbacks = (_Hook(self._on_event), _Hook(self._on_delivered))
         self._fabric.SetCallbacks(*(ctypes.cast(hook, ctypes.c_void_p).value for hook in self._callbacks))

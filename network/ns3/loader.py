@@ -13,7 +13,7 @@ with ``.cppyy`` the cppyy module.
 
 First, though, the loader looks for our C++ compiled ahead of time (precompiled.py): where that
 library is in the cache, it is loaded and cling is given only fabric_cpp.API, declarations without
-any ns-3 type, so no ns-3 header is parsed and nothing is JIT-compiled (0.9 s instead of 3.3 s for
+any ns-3 type, so no ns-3 header is parsed and nothing is JIT-compiled (1.2 s instead of 4.1 s for
 the README's 8-NPU example). Where it is not, the narrow import below runs and a background build
 starts.
 

@@ -1,18 +1,18 @@
 """The ns-3 backend's C++ compiled ahead of time, cached on disk, so that a run need not JIT it.
 
-Without it, a run has cling parse 37 ns-3 headers (0.8 s) and our C++ (fabric_cpp.py,
-flow_routing_cpp.py; 0.6 s) and JIT-compile the functions on first use (1.5 s): 3.3-4.6 s for
-the README's 8-NPU example. With a shared library built from the very same source by the system's
-C++ compiler, the loader (loader.py) loads it and gives cling only fabric_cpp.API, declarations
-without a single ns-3 type: 0.9 s for the same run (3.3 s without), the same report
-(tests/network/test_ns3_precompiled.py), 200 MiB instead of 285.
+Without it, a run has cling parse 37 ns-3 headers (0.9 s) and our C++ (fabric_cpp.py,
+flow_routing_cpp.py) and JIT-compile it (1.8 s in all): 4.1 s for the README's 8-NPU example.
+With a shared library built from the very same source by the system's C++ compiler, the loader
+(loader.py) loads it and gives cling only fabric_cpp.API, declarations without a single ns-3
+type: 1.2 s for the same run, the same report (tests/network/test_ns3_precompiled.py), 200 MiB
+instead of 285.
 
 The library is keyed by a hash of everything that goes into it (our source, the headers, the ns3
 package's libraries, the compiler and its flags), so a changed source, package or compiler never
 meets an old library; it lives in ``$DTSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtsim``, else
 ``~/.cache/dtsim``. The first ns-3 run that finds none starts ``python -m network.ns3.precompiled``
-in the background (about 5 s of one core) and says so on stderr; ``DTSIM_NS3_PRECOMPILE=0`` turns
-both the building and the loading off. Where there is no compiler, or the build or the load fails,
+in the background (about 5 s of one core, at the lowest priority) and says so on stderr;
+``DTSIM_NS3_PRECOMPILE=0`` turns both the building and the loading off. Where there is no compiler, or the build or the load fails,
 the run JIT-compiles as before: the cache can only make a run start sooner. A failed build leaves
 ``<name>.failed`` with the compiler's messages, and runs do not start it again; the command does.
 """
@@ -152,7 +152,7 @@ def _start_background_build(path: Path) -> None:
     except OSError:
         return  # an unwritable cache: nothing to do
     sys.stderr.write(f"note: ns-3: compiling the backend's C++ once, in the background, into {path}; later ns-3 "
-                     "runs start about 1.5 s sooner (DTSIM_NS3_PRECOMPILE=0 turns this off)\n")
+                     "runs start about 3 s sooner (DTSIM_NS3_PRECOMPILE=0 turns this off)\n")
 
 
 def _take_lock(lock: Path) -> bool:
