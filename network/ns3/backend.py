@@ -27,6 +27,7 @@ simulation (its methods then raise RuntimeError).
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import time
 import warnings
@@ -50,6 +51,7 @@ _MAX_LATENCY_NS = 1e12  # 1000 s per hop; ns-3's clock is an int64 of ns and TCP
 _LONG_DELAY_NS, _MAX_TIME_NS = 2**40, 2**62
 _TICK_CALLS = 1024  # Python calls between progress ticks: a tick reads the clock and ns-3's counter
 _live: "weakref.ref[Ns3Backend] | None" = None
+_Hook = ctypes.CFUNCTYPE(None, ctypes.c_uint64)  # fabric_cpp.API: Net::SetCallbacks
 
 
 class _Ns3Queue:
@@ -133,9 +135,12 @@ class Ns3Backend(AnalyticalBackend):
         self._stop = api.SimulatorStop
         self.schedule = self._schedule  # replaces the base's EventQueue.schedule, bound once
         self._fabric = self._build_fabric()
-        # Keep the Python callables referenced for the whole run (formats.md §C.3, pitfalls).
-        self._callbacks = (self._on_event, self._on_delivered)
-        self._fabric.SetCallbacks(*self._callbacks)
+        # C function pointers (ctypes) rather than std::function: cppyy's conversion of a Python
+        # callable costs a 0.4 s JIT compile, a ctypes callback none, and a call costs about the
+        # same (0.26 us).
+        # Keep them referenced for the whole run (formats.md §C.3, pitfalls).
+        self._callbacks = (_Hook(self._on_event), _Hook(self._on_delivered))
+        self._fabric.SetCallbacks(*(ctypes.cast(hook, ctypes.c_void_p).value for hook in self._callbacks))
         self.queue = _Ns3Queue(self)
         if self.settings.preconnect and not self._udp:
             self._preconnect()
@@ -161,6 +166,9 @@ class Ns3Backend(AnalyticalBackend):
     def _build_fabric(self) -> Any:
         mtu, queue = self.settings.mtu, self.settings.queue_size
         if self._wiring is not None:  # a physical graph, with per-flow routes (graph_wiring.py)
+            from network.ns3.loader import load_flow_routing
+
+            load_flow_routing()
             fabric = self._api.Net(self._wiring.nodes_count)
             self._wiring.build(fabric, mtu, queue)
             fabric.Finish(False)  # every pair is routed before it sends (route_pair): no global routes

@@ -1,7 +1,8 @@
 """C++ side of the ns-3 backend, compiled once per process by cppyy (cling).
 
 Everything that runs per packet stays in C++; Python is called once per scheduled event and
-once per delivered message, through two ``std::function<void(uint64_t)>`` that carry an id.
+once per delivered message, through two C function pointers ``void(uint64_t)`` (ctypes callbacks)
+that carry an id.
 
 ``Fabric``  owns the ns-3 nodes, links and message streams of one run.
 ``Stream``  one direction src → dst: a persistent transport connection that carries that
@@ -16,7 +17,6 @@ SOURCE = r"""
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -26,6 +26,16 @@ namespace dtsim_ns3 {
 using namespace ns3;
 
 class Fabric;
+
+// obj->*f as an ns-3 Callback, as MakeCallback(f, obj) but for the two comparison components
+// MakeCallback stores (f and obj, each a shared_ptr'd CallbackComponent): only Callback::IsEqual
+// reads them (a trace disconnect), which nothing here calls, and their instantiations were 0.8 s
+// of cling's start-up. Called, copied and tested for null, the callback is MakeCallback's.
+template <typename T, typename R, typename... A>
+Callback<R, A...> MemberCallback(R (T::*f)(A...), T* obj) {
+    return Callback<R, A...>(
+        Create<CallbackImpl<R, A...>>([obj, f](A... a) -> R { return (obj->*f)(a...); }, CallbackComponentVector{}));
+}
 
 class Stream {
   public:
@@ -41,7 +51,7 @@ class Stream {
     void OnSendSpace(Ptr<Socket>, uint32_t) { Push(); }
     void OnAccept(Ptr<Socket> s, const Address&) {
         rx = s;
-        s->SetRecvCallback(MakeCallback(&Stream::OnRecv, this));
+        s->SetRecvCallback(MemberCallback(&Stream::OnRecv, this));
         OnRecv(s);
     }
     void OnRecv(Ptr<Socket> s) {
@@ -70,9 +80,9 @@ class Fabric {
         addr_first.resize(nodes_count);
     }
 
-    void SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered) {
-        on_event = event;
-        on_delivered = delivered;
+    void SetCallbacks(uintptr_t event, uintptr_t delivered) {
+        on_event = reinterpret_cast<Hook>(event);
+        on_delivered = reinterpret_cast<Hook>(delivered);
     }
 
     void AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue) {
@@ -103,15 +113,15 @@ class Fabric {
             owner[ifs.GetAddress(1).Get()] = b;
             for (uint32_t k = 0; k < 2; ++k) {
                 Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(devices[i].Get(k));
-                Count(dev->GetQueue()->TraceConnectWithoutContext("Drop", MakeCallback(&Fabric::OnDrop, this)));
-                Count(dev->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&Fabric::OnDrop, this)));
+                Count(dev->GetQueue()->TraceConnectWithoutContext("Drop", MemberCallback(&Fabric::OnDrop, this)));
+                Count(dev->TraceConnectWithoutContext("PhyRxDrop", MemberCallback(&Fabric::OnDrop, this)));
             }
         }
         // With no queue disc, a packet that finds its link's queue stopped (full) is dropped by
         // the traffic-control layer before it reaches the queue.
         for (uint32_t n = 0; n < nodes.GetN(); ++n) {
             Count(nodes.Get(n)->GetObject<TrafficControlLayer>()->TraceConnectWithoutContext(
-                "TcDrop", MakeCallback(&Fabric::OnDrop, this)));
+                "TcDrop", MemberCallback(&Fabric::OnDrop, this)));
         }
         // all-pairs shortest paths and a route per link subnet in every node: 35 s and most of the
         // 3 GB at 512-1,024 GPUs, for routes a physical graph's flows never ask for
@@ -135,8 +145,10 @@ class Fabric {
         routers[node]->Set(src, dst, iface, addr_on_link[{node, peer}]);
     }
 
+    // Our own event rather than Simulator::Schedule(time, &Fabric::Fire, this, id): MakeEvent's
+    // std::bind machinery is 0.3 s of cling's start-up; the event is the same (Fire(id) then)
     void Schedule(uint64_t delay_ns, uint64_t id) {
-        Simulator::Schedule(NanoSeconds(delay_ns), &Fabric::Fire, this, id);
+        Simulator::Schedule(NanoSeconds(delay_ns), Ptr<EventImpl>(Create<FireEvent>(this, id)));
     }
 
     void SetTransport(bool udp_, uint32_t payload_) {
@@ -211,6 +223,16 @@ class Fabric {
     }
 
   private:
+    class FireEvent : public EventImpl {
+      public:
+        FireEvent(Fabric* fabric_, uint64_t id_) : fabric(fabric_), id(id_) {}
+
+      private:
+        void Notify() override { fabric->Fire(id); }
+        Fabric* fabric;
+        uint64_t id;
+    };
+
     void Fire(uint64_t id) {
         on_event(id);
         CheckLimits();
@@ -240,7 +262,8 @@ class Fabric {
     std::unordered_map<uint32_t, uint32_t> owner;  // interface address -> node
     std::vector<Ptr<FlowRouting>> routers;
     std::map<uint64_t, std::unique_ptr<Stream>> streams;
-    std::function<void(uint64_t)> on_event, on_delivered;
+    using Hook = void (*)(uint64_t);
+    Hook on_event = nullptr, on_delivered = nullptr;
     uint64_t drops = 0;
     uint32_t trace_failures = 0;
     bool udp = false;
@@ -261,7 +284,7 @@ inline Stream::Stream(Fabric* fabric_, Ptr<Node> src, Ptr<Node> dst, Ipv4Address
     if (udp) {
         rx = Socket::CreateSocket(dst, UdpSocketFactory::GetTypeId());
         rx->Bind(local.ConvertTo());
-        rx->SetRecvCallback(MakeCallback(&Stream::OnRecv, this));
+        rx->SetRecvCallback(MemberCallback(&Stream::OnRecv, this));
         tx = Socket::CreateSocket(src, UdpSocketFactory::GetTypeId());
         tx->Bind();
         tx->Connect(remote);
@@ -272,11 +295,11 @@ inline Stream::Stream(Fabric* fabric_, Ptr<Node> src, Ptr<Node> dst, Ipv4Address
     listener->Bind(local.ConvertTo());
     listener->Listen();
     listener->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
-                                MakeCallback(&Stream::OnAccept, this));
+                                MemberCallback(&Stream::OnAccept, this));
     tx = Socket::CreateSocket(src, TcpSocketFactory::GetTypeId());
     tx->Bind();
-    tx->SetConnectCallback(MakeCallback(&Stream::OnConnected, this), MakeCallback(&Stream::OnConnectFailed, this));
-    tx->SetSendCallback(MakeCallback(&Stream::OnSendSpace, this));
+    tx->SetConnectCallback(MemberCallback(&Stream::OnConnected, this), MemberCallback(&Stream::OnConnectFailed, this));
+    tx->SetSendCallback(MemberCallback(&Stream::OnSendSpace, this));
     tx->Connect(remote);
 }
 
@@ -324,10 +347,9 @@ inline void Stream::Deliver() {
 
 #: What Python calls, declared without any ns-3 type: the Fabric behind a pointer and the few
 #: ns-3 calls the backend makes. A precompiled library (precompiled.py) then needs cling to parse
-#: nothing but this: no ns-3 header (0.7 s) and none of SOURCE (0.6 s).
+#: nothing but this: no ns-3 header (0.9 s) and none of our C++ (1.8 s with its JIT compile).
 API = r"""
 #include <cstdint>
-#include <functional>
 #include <string>
 
 namespace dtsim_ns3 {
@@ -339,7 +361,9 @@ class Net {
     ~Net();
     Net(const Net&) = delete;
     Net& operator=(const Net&) = delete;
-    void SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered);
+    // Python's two hooks as C function pointers void(uint64_t) (ctypes callbacks, backend.py): a
+    // std::function made from a Python callable costs cling a JIT compile (0.4 s) on first use
+    void SetCallbacks(uintptr_t event, uintptr_t delivered);
     void AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue);
     void Finish(bool global_routes);
     void UseFlowRoutes();
@@ -380,15 +404,11 @@ API_SOURCE = r"""
 namespace dtsim_ns3 {
 Net::Net(uint32_t nodes_count) : fabric(new Fabric(nodes_count)) {}
 Net::~Net() { delete fabric; }
-void Net::SetCallbacks(std::function<void(uint64_t)> event, std::function<void(uint64_t)> delivered) {
-    fabric->SetCallbacks(event, delivered);
-}
+void Net::SetCallbacks(uintptr_t event, uintptr_t delivered) { fabric->SetCallbacks(event, delivered); }
 void Net::AddLink(uint32_t a, uint32_t b, uint64_t bps, uint64_t delay_ns, uint32_t mtu, uint32_t queue) {
     fabric->AddLink(a, b, bps, delay_ns, mtu, queue);
 }
 void Net::Finish(bool global_routes) { fabric->Finish(global_routes); }
-void Net::UseFlowRoutes() { fabric->UseFlowRoutes(); }
-void Net::SetHop(uint32_t node, uint32_t src, uint32_t dst, uint32_t link) { fabric->SetHop(node, src, dst, link); }
 void Net::Schedule(uint64_t delay_ns, uint64_t id) { fabric->Schedule(delay_ns, id); }
 void Net::SetTransport(bool udp, uint32_t payload) { fabric->SetTransport(udp, payload); }
 void Net::Send(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t id) { fabric->Send(src, dst, bytes, id); }
@@ -425,5 +445,15 @@ bool Configure(const std::string& tcp_variant, uint32_t segment_size, uint32_t s
 void SimulatorRun() { Simulator::Run(); }
 void SimulatorStop() { Simulator::Stop(); }
 void SimulatorDestroy() { Simulator::Destroy(); }
+}  // namespace dtsim_ns3
+"""
+
+#: API's definitions that only a physical graph's run calls (backend.py: UseFlowRoutes, SetHop), apart
+#: so that cling JIT-compiles them, and with them FlowRouting, only for such a run (loader.py:
+#: load_flow_routing; 0.3-0.5 s of a ring's start-up)
+FLOW_API_SOURCE = r"""
+namespace dtsim_ns3 {
+void Net::UseFlowRoutes() { fabric->UseFlowRoutes(); }
+void Net::SetHop(uint32_t node, uint32_t src, uint32_t dst, uint32_t link) { fabric->SetHop(node, src, dst, link); }
 }  // namespace dtsim_ns3
 """

@@ -13,7 +13,7 @@ with ``.cppyy`` the cppyy module.
 
 First, though, the loader looks for our C++ compiled ahead of time (precompiled.py): where that
 library is in the cache, it is loaded and cling is given only fabric_cpp.API, declarations without
-any ns-3 type, so no ns-3 header is parsed and nothing is JIT-compiled (0.9 s instead of 3.3 s for
+any ns-3 type, so no ns-3 header is parsed and nothing is JIT-compiled (1.2 s instead of 4.1 s for
 the README's 8-NPU example). Where it is not, the narrow import below runs and a background build
 starts.
 
@@ -31,13 +31,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from network.ns3 import precompiled
-from network.ns3.fabric_cpp import API, API_SOURCE, SOURCE
+from network.ns3.fabric_cpp import API, API_SOURCE, FLOW_API_SOURCE, SOURCE
 from network.ns3.flow_routing_cpp import SOURCE as FLOW_ROUTING_SOURCE
 
 _NOISE = "runStaticInitializersOnce"
 _ns: Any = None
 #: the library of our C++ that this process loaded (precompiled.py), or None: cling JIT-compiled it
 precompiled_library: Path | None = None
+#: whether cling has FLOW_API_SOURCE (load_flow_routing)
+_flow_routing = False
 
 
 @contextlib.contextmanager
@@ -100,8 +102,21 @@ def load_ns() -> Any:
     return _ns
 
 
+def load_flow_routing() -> None:
+    """Make Net::UseFlowRoutes and Net::SetHop callable (a physical graph's run calls them): where
+    cling JIT-compiles our C++, give it their definitions (fabric_cpp.FLOW_API_SOURCE) now; a
+    precompiled library has them already. After load_ns."""
+    global _flow_routing
+    if _flow_routing or precompiled_library is not None:
+        return
+    with quiet_cling():
+        _ns.cppyy.cppdef(FLOW_API_SOURCE)
+    _flow_routing = True
+
+
 def _compile(cppyy: Any, narrow: bool) -> Any:
-    """Our C++ given to cling whole (it JIT-compiles it on first use); the dtsim_ns3 namespace."""
+    """Our C++ given to cling (it JIT-compiles it on first use), but for a graph's definitions
+    (load_flow_routing); the dtsim_ns3 namespace."""
     try:
         cppyy.cppdef(API)
         cppyy.cppdef(FLOW_ROUTING_SOURCE)
