@@ -276,23 +276,22 @@ class Ns3Backend(AnalyticalBackend):
         return int(self._fabric.Events())
 
     # -- calls from C++ (never let an exception unwind through ns-3) ---------------------------
+    # ctypes prints and drops an exception that leaves a callback, and ns-3 would run on: nothing
+    # may leave these two (run() re-raises what _fail keeps once ns-3 has stopped)
     def _on_event(self, eid: int) -> None:
-        callback, args = self._events.pop(eid)
         try:
+            callback, args = self._events.pop(eid)
             callback(*args)
-        except BaseException as exc:  # re-raised by run() once ns-3 has stopped
-            self._fail(exc)
-            return
-        self._after_call()
-
-    def _on_delivered(self, mid: int) -> None:
-        full = self._messages.pop(mid)
-        try:
-            self._on_arrival(full)
+            self._after_call()
         except BaseException as exc:
             self._fail(exc)
-            return
-        self._after_call()
+
+    def _on_delivered(self, mid: int) -> None:
+        try:
+            self._on_arrival(self._messages.pop(mid))
+            self._after_call()
+        except BaseException as exc:
+            self._fail(exc)
 
     def _after_call(self) -> None:
         self._python_calls += 1

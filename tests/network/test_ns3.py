@@ -182,6 +182,25 @@ def test_a_callback_error_surfaces_from_run():
     assert b.now() == 5
 
 
+def test_an_error_anywhere_in_a_hook_surfaces_from_run(monkeypatch):
+    """Python's hooks are ctypes callbacks, and ctypes drops what leaves one: an interrupt in the
+    progress tick (after the callback ran) must still end the run with it."""
+    import network.ns3.backend as backend
+
+    monkeypatch.setattr(backend, "_TICK_CALLS", 1)
+    b = ns3_backend(net(("Ring",), (4,)))
+
+    def tick(now, events):
+        raise KeyboardInterrupt
+
+    b.queue.on_tick = tick
+    b.schedule(5, lambda: None)
+    b.schedule(9, lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        b.run()
+    assert b.now() == 5
+
+
 # -- topologies, determinism, limits -----------------------------------------------------------------
 def test_multi_dimensional_fully_connected_and_switch():
     cfg = net(("FullyConnected", "Switch"), (4, 2))
