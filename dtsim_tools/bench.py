@@ -103,6 +103,56 @@ def _write_irregular(d: Path, npus: int, tp: int = 4, iterations: int = 6) -> Pa
     return d / "irregular"
 
 
+def _mixed_case(npus: int, kind: str, backend: str, seed: int) -> dict:
+    """A layout drawn from ``seed``: tp groups of 2, 4 or 8 and their dp groups, 3-7 iterations of
+    compute that differs per rank and 1-3 operations each, drawn from tp all-reduce and
+    all-to-all, dp all-gather and reduce-scatter, world all-reduce, neighbour sends and more
+    compute (every rank runs the same sequence, so the groups agree), ring algorithms. Unlike
+    the irregular cases these may have no point-to-point traffic, where the batcher tries its
+    ring phases and, congestion-aware, gives them up at run time."""
+    return {"kind": "mixed", "dims": [(kind, npus)], "backend": backend, "seed": seed}
+
+
+def _write_mixed(d: Path, npus: int, seed: int) -> Path:
+    import random
+
+    from workload.builder import GraphBuilder
+
+    rng = random.Random(seed)
+    tp = rng.choice([2, 4, 8])
+    dp = npus // tp
+    groups = {1 + g: [g * tp + t for t in range(tp)] for g in range(dp)}
+    groups.update({1 + dp + t: [g * tp + t for g in range(dp)] for t in range(tp)})
+    ops: list[tuple] = []
+    for _ in range(rng.randint(3, 7)):
+        ops.append(("comp", 0))
+        for _ in range(rng.randint(1, 3)):
+            ops.append((rng.choice(["ar_tp", "ag_dp", "rs_dp", "a2a_tp", "p2p", "ar_world", "comp"]),
+                        rng.choice([1 << 12, 1 << 16, 1 << 18, 1 << 20, 3 << 19])))
+    colls = {"ar_tp": ("ALL_REDUCE", "tp"), "a2a_tp": ("ALL_TO_ALL", "tp"), "ag_dp": ("ALL_GATHER", "dp"),
+             "rs_dp": ("REDUCE_SCATTER", "dp"), "ar_world": ("ALL_REDUCE", None)}
+    for r in range(npus):
+        g, t = divmod(r, tp)
+        nxt, prv = ((g + 1) % dp) * tp + t, ((g - 1) % dp) * tp + t
+        own = random.Random(seed * 100_003 + r)
+        b = GraphBuilder()
+        prev: list[int] = []
+        for k, (op, size) in enumerate(ops):
+            if op == "comp":
+                prev = [b.comp(f"compute {k}", 1000 * own.randint(1, 40), deps=prev)]
+            elif op == "p2p":
+                if dp > 1:
+                    prev = [b.send(f"send {k}", r, nxt, size, 1000 + k, deps=prev),
+                            b.recv(f"recv {k}", prv, r, size, 1000 + k, deps=prev)]
+            else:
+                ctype, over = colls[op]
+                pg = None if over is None else str(1 + g if over == "tp" else 1 + dp + t)
+                prev = [b.collective(f"{op} {k}", ctype, size, deps=prev, pg_name=pg)]
+        b.write(d / "mixed", r)
+    (d / "groups.json").write_text(json.dumps({str(k): v for k, v in groups.items()}))
+    return d / "mixed"
+
+
 def _megatron_case(args: str) -> dict:
     """A layout from the Megatron generator (workload/megatron/) with the cluster files it writes:
     the wall is the simulation's, the generation is not counted."""
@@ -195,6 +245,12 @@ CASES: dict[str, dict] = {
     "irregular-switch256-aware-direct": _irregular_case(256, impl="direct"),
     "irregular-switch512-aware-direct": _irregular_case(512, impl="direct"),
     "irregular-switch256-aware-hd": _irregular_case(256, impl="halvingDoubling"),
+    # drawn layouts (_mixed_case): the first two without point-to-point traffic, so their ring
+    # phases are batched (unaware) or tried and given up (aware)
+    "mixed-switch64-aware": _mixed_case(64, "Switch", "congestion-aware", 15),
+    "mixed-ring64-unaware": _mixed_case(64, "Ring", "congestion-unaware", 20),
+    "mixed-fc128-aware": _mixed_case(128, "FullyConnected", "congestion-aware", 24),
+    "mixed-ring256-aware": _mixed_case(256, "Ring", "congestion-aware", 17),
     # ns-3's start-up: the README example on the ns3 backend, whole process (no ASTRA-sim column);
     # the row says whether our C++ came precompiled (network/ns3/precompiled.py) or was JIT-compiled
     "ns3-readme8": {"kind": "ns3-readme", "dims": [("Ring", 8)], "backend": "ns3"},
@@ -297,8 +353,8 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
                 "--network", str(examples / "network" / "Ring_8npus.yml"),
                 "--system", str(examples / "system" / "Ring_4chunks.json"), "--backend", "ns3"]
         return Prepared(ours, [], "ns3", 8)
-    if case["kind"] == "irregular":
-        prefix = _write_irregular(d, npus)
+    if case["kind"] in ("irregular", "mixed"):
+        prefix = _write_irregular(d, npus) if case["kind"] == "irregular" else _write_mixed(d, npus, case["seed"])
         groups = d / "groups.json"
         ours = ["--workload", str(prefix), *common, "--comm-group-configuration", str(groups), "--backend", backend]
         return Prepared(ours, [f"--workload-configuration={prefix}", *astra, f"--comm-group-configuration={groups}"],

@@ -141,6 +141,17 @@ def test_topology_files_and_multi_dim_agree(tmp_path: Path) -> None:
         sw.write_text("topology: [Switch]\nnpus_count: [32]\nbandwidth: [50]\nlatency: [500]\n")
         for backend in ("congestion-aware", "congestion-unaware"):
             cases.append([str(prefix), str(sw), str(cfg), str(d / "groups.json"), backend, False, False])
+    # the bench's drawn layouts without point-to-point traffic: ring phases batched on lists
+    # (unaware), tried and given up at run time (aware), then every message an event
+    from dtsim_tools.bench import _write_mixed
+
+    for seed in (15, 20):
+        d = tmp_path / f"mixed-{seed}"
+        d.mkdir()
+        prefix = _write_mixed(d, 32, seed)
+        for backend in ("congestion-aware", "congestion-unaware"):
+            cases.append([str(prefix), str(sw), str(EXAMPLES / "system" / "Ring_4chunks.json"), str(d / "groups.json"),
+                          backend, False, True])
     native, pure = _run(cases, pure=False), _run(cases, pure=True)
     assert sum("finish" not in r for r in native) == 2, native  # the "late" cases only
     assert native == pure
