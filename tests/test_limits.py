@@ -102,11 +102,15 @@ def test_wall_time_budget_stops_a_long_run_on_time(tmp_path: Path, capsys) -> No
     assert "wall-time budget of 0.5 s exhausted" in capsys.readouterr().err
 
 
-def test_a_collective_of_int64_max_bytes_ends_by_the_clock_or_with_exact_counts(tmp_path: Path, capsys) -> None:
-    """An all-reduce of 2^63 - 1 bytes on 2 NPUs at 0.5 GB/s (the graph fuzzer's example). On the
-    congestion-unaware backend its time lies past the 64-bit clock: exit 2 with the clock's message,
-    not an internal error from a byte counter that overflowed (exit 1). On the congestion-aware
-    one it ends before 2^63 ns, and the report's byte counts are the totals, past 2^63."""
+def test_a_collective_of_int64_max_bytes_ends_by_the_clock_on_every_path(tmp_path: Path, capsys,
+                                                                         monkeypatch) -> None:
+    """An all-reduce of 2^63 - 1 bytes on 2 NPUs at 0.5 GB/s (the graph fuzzer's example): its
+    second message ends past the 64-bit clock, so every path ends with exit 2 and the clock's
+    message, not an internal error from a counter that overflowed (exit 1) and not an answer: the
+    batched ring phase once computed its times in int64, which wrapped, and answered exit 0 with
+    the event path's last instant as the end (on numpy, and on lists an internal error)."""
+    import system.shortcuts.ring_batch as ring_batch
+
     for rank in range(2):
         b = GraphBuilder()
         b.collective("ar", "ALL_REDUCE", (1 << 63) - 1)
@@ -118,11 +122,25 @@ def test_a_collective_of_int64_max_bytes_ends_by_the_clock_or_with_exact_counts(
         "all-reduce-implementation": ["ring"]}))
     base = ["--workload", str(tmp_path / "w"), "--network", str(tmp_path / "net.yml"), "--system",
             str(tmp_path / "sys.json"), "--quiet"]
-    for extra in ([], ["--no-symmetry"]):
-        assert main([*base, "--backend", "congestion-unaware", *extra]) == 2
-        err = capsys.readouterr().err
-        assert "past 2^63 ns" in err and "internal error" not in err, err
-    report = tmp_path / "r.json"
-    assert main([*base, "--backend", "congestion-aware", "--report", str(report), "--no-symmetry"]) == 0
-    net = json.loads(report.read_text())["network"]
-    assert net["bytes_sent"] == net["bytes_received"] == sum(net["bytes_per_dim"]) > 1 << 63
+    for numpy_first in (False, True):  # ring phases on lists, and on numpy from the first rank-step
+        monkeypatch.setattr(ring_batch, "_NUMPY_MIN_WORK", 0 if numpy_first else 1 << 40)
+        monkeypatch.setattr(ring_batch, "_PYTHON_WORK_BEFORE_NUMPY", 0 if numpy_first else 1 << 40)
+        for backend in ("congestion-unaware", "congestion-aware"):
+            for extra in ([], ["--no-symmetry"], ["--no-symmetry", "--no-batching"]):
+                assert main([*base, "--backend", backend, *extra]) == 2, (numpy_first, backend, extra)
+                err = capsys.readouterr().err
+                assert "past 2^63 ns" in err and "internal error" not in err, err
+    # at 1,000 GB/s it ends in time, and the report's byte counts are the totals, past 2^63
+    (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 1000 ]\nlatency: [ 0 ]\n")
+    ends = set()
+    for numpy_first in (False, True):
+        monkeypatch.setattr(ring_batch, "_NUMPY_MIN_WORK", 0 if numpy_first else 1 << 40)
+        monkeypatch.setattr(ring_batch, "_PYTHON_WORK_BEFORE_NUMPY", 0 if numpy_first else 1 << 40)
+        for extra in ([], ["--no-symmetry"], ["--no-symmetry", "--no-batching"]):
+            report = tmp_path / "r.json"
+            assert main([*base, "--backend", "congestion-aware", "--report", str(report), *extra]) == 0
+            rep = json.loads(report.read_text())
+            net = rep["network"]
+            assert net["bytes_sent"] == net["bytes_received"] == sum(net["bytes_per_dim"]) > 1 << 63
+            ends.add(rep["totals"]["end_cycles"])
+    assert len(ends) == 1 and 0 < ends.pop() < 1 << 63

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from network.analytical.aware import Link
 
 DEPTH = 8
+#: the last instant of a 64-bit clock of ns, ours and ASTRA-sim's
+CLOCK_END = (1 << 63) - 1
 
 
 class LinkPipes:
@@ -87,6 +89,9 @@ class LinkPipes:
                 if int(depth.max()) >= DEPTH:
                     raise FastPathConflict("a link queue deeper than the batched phase tracks")
                 np.maximum(self._peak[h], depth, out=self._peak[h])
+            if (start > CLOCK_END - self.ser[h]).any() or (start > CLOCK_END - self.arr[h]).any():
+                # int64 would wrap: the event path ends such a run by its clock (exit 2)
+                raise FastPathConflict("a time past the 64-bit clock")
             self._recent[h][slot] = start
             self._last_in[h] = x
             self.free[h] = start + self.ser[h]

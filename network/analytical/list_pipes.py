@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 #: chunks per link whose starts a phase keeps (link_pipes.DEPTH, without importing numpy)
 DEPTH = 8
+#: link_pipes.CLOCK_END
+CLOCK_END = (1 << 63) - 1
 
 
 class ListPipes:
@@ -83,10 +85,14 @@ class ListPipes:
                 if max(depth) >= DEPTH:
                     raise FastPathConflict("a link queue deeper than the batched phase tracks")
                 self._peak[h] = [d if d > p else p for d, p in zip(depth, peak)]
+            free = [s + c for s, c in zip(start, self.ser[h])]
+            arrive = [s + a for s, a in zip(start, self.arr[h])]
+            if max(free) > CLOCK_END or max(arrive) > CLOCK_END:  # as LinkPipes, whose int64 would wrap
+                raise FastPathConflict("a time past the 64-bit clock")
             self._recent[h][slot] = start
             self._last_in[h] = x
-            self.free[h] = [s + c for s, c in zip(start, self.ser[h])]
-            x = [s + a for s, a in zip(start, self.arr[h])]
+            self.free[h] = free
+            x = arrive
         return x
 
     def close(self, messages: int) -> None:

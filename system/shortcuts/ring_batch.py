@@ -28,6 +28,7 @@ from operator import add
 from typing import TYPE_CHECKING, Any, Sequence
 
 from chakra_proto import enums as pb
+from network.analytical.list_pipes import CLOCK_END
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
 from system.collective.ring import Ring
@@ -311,7 +312,10 @@ class RingBatcher:
             if starts.count(s0) == n and delays.count(d0) == n:
                 # lock-step: every receive waits exactly one delay, on every rank alike
                 last = [s0 + endpoint + steps * d0 + between] * n
-            elif not self._vectorise(n * steps):
+            elif not self._vectorise(n * steps) or \
+                    max(starts) + endpoint + steps * max(delays) + sum(extra[2:steps + 1]) > CLOCK_END:
+                # Python's integers where int64 might wrap: the run then ends by the clock, as the
+                # event path's does
                 last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
             else:
                 last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
@@ -407,23 +411,31 @@ def _recurrence_pipes(starts: list[int], pred: list[int], pipes: Any, endpoint: 
                       extra: list[int], steps: int) -> "np.ndarray":
     """As _recurrence_np, with arrivals from the links' queues (flow i is pred(i) → i)."""
     import numpy as np
+    if max(starts) > CLOCK_END - endpoint:
+        raise FastPathConflict("a time past the 64-bit clock")
     t = np.asarray(starts, dtype=np.int64) + endpoint
     p = np.asarray(pred, dtype=np.intp)
     for k in range(1, steps + 1):
         np.maximum(pipes.step(t[p]), t, out=t)
         if k < steps:
+            if (t > CLOCK_END - extra[k + 1]).any():  # int64 would wrap
+                raise FastPathConflict("a time past the 64-bit clock")
             t += extra[k + 1]
     return t
 
 
 def _recurrence_pipes_py(starts: list[int], pred: list[int], pipes: Any, endpoint: int,
                          extra: list[int], steps: int) -> list[int]:
-    """_recurrence_pipes on lists, with network/analytical/list_pipes.py's pipes."""
+    """_recurrence_pipes on lists, with network/analytical/list_pipes.py's pipes (and its checks)."""
     t = [s + endpoint for s in starts]
+    if max(t) > CLOCK_END:
+        raise FastPathConflict("a time past the 64-bit clock")
     for k in range(1, steps + 1):
         a = pipes.step([t[j] for j in pred])
         t = [u if u > v else v for u, v in zip(a, t)]
         if k < steps:
             e = extra[k + 1]
             t = [u + e for u in t]
+            if max(t) > CLOCK_END:
+                raise FastPathConflict("a time past the 64-bit clock")
     return t

@@ -135,3 +135,15 @@ def test_a_small_batched_run_does_not_import_numpy(tmp_path: Path) -> None:
         assert r.stdout.split()[-2:] == ["0", "False"], (backend, r.stdout, r.stderr)
         report = json.loads((tmp_path / "r.json").read_text())
         assert report["inputs"]["batched_ring_messages"] > 0, backend
+
+
+@pytest.mark.parametrize("start", [(1 << 63) - 30_000, (1 << 63) - 45_000, (1 << 63) - 80_000])
+def test_times_past_the_clock_are_a_conflict_on_both(start: int) -> None:
+    """Near 2^63 ns numpy's int64 would wrap: both kinds give up the phase on the same step (the
+    event path then ends the run by its clock) instead of answering."""
+    state = {"latency": 500.0, "bw": 50.0, "claim_until": -1, "free_at": -1, "last_start": -1, "claim_last": -1,
+             "recent": None}
+    sends = [[start + 21_000 * k, start + 5 + 21_000 * k] for k in range(4)]
+    got = _drive(ListPipes, [state] * 4, 2, 2, 1 << 20, sends)
+    assert got == _drive(LinkPipes, [state] * 4, 2, 2, 1 << 20, sends)
+    assert got[0][-1] == ("conflict", "a time past the 64-bit clock")
