@@ -144,3 +144,32 @@ def test_a_collective_of_int64_max_bytes_ends_by_the_clock_on_every_path(tmp_pat
             assert net["bytes_sent"] == net["bytes_received"] == sum(net["bytes_per_dim"]) > 1 << 63
             ends.add(rep["totals"]["end_cycles"])
     assert len(ends) == 1 and 0 < ends.pop() < 1 << 63
+
+
+def test_a_topology_files_ring_phases_past_the_clock_end_by_it_too(tmp_path: Path, capsys) -> None:
+    """The batched ring phases of a topology file (ring_flows.py) keep times in int64 arrays: past
+    2^63 ns they give the phase up, and the run ends by the clock (exit 2) as the event path's
+    does, where they stopped with an internal error (exit 1); the link's clock ends there too."""
+    for rank in range(8):
+        b = GraphBuilder()
+        b.collective("ar", "ALL_REDUCE", (1 << 63) - 1)
+        b.write(tmp_path / "w", rank)
+    (tmp_path / "sys.json").write_text(json.dumps({
+        "scheduling-policy": "LIFO", "preferred-dataset-splits": 1, "active-chunks-per-dimension": 1,
+        "endpoint-delay": 1, "collective-optimization": "baseline", "local-mem-bw": 50,
+        "all-reduce-implementation": ["ring"]}))
+    base = ["--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--quiet",
+            "--backend", "congestion-aware"]
+    ends = {}
+    for gbps in (1, 10, 16):
+        net = tmp_path / f"ft{gbps}.yml"
+        net.write_text(f"topology-generator: {{shape: fat-tree, leaves: 2, npus-per-leaf: 4, bandwidth: {gbps}Gbps}}\n")
+        for extra in ([], ["--no-batching"]):
+            code = main([*base, "--network", str(net), *extra])
+            out = capsys.readouterr()
+            assert "internal error" not in out.err, (gbps, extra, out.err)
+            ends.setdefault(gbps, set()).add((code, "past 2^63 ns" in out.err,
+                                              out.out.split(" end ")[1].split()[0] if code == 0 else None))
+    assert ends[1] == ends[10] == {(2, True, None)}
+    (code, _, end), = ends[16]  # 16 Gbps: in time, the same end on both paths
+    assert code == 0 and int(end) < 1 << 63

@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING
 from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 from network.config import NetworkConfig
+from network.analytical.list_pipes import CLOCK_END
 from network.errors import FastPathConflict, NetworkConfigError
-from network.event_queue import native_module
+from network.event_queue import _time_overflow_error, native_module
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
 
@@ -239,6 +240,8 @@ class PacketLink(Link):  # type: ignore[valid-type,misc]
         end = start + d[1]
         if tail + d[2] > end:
             end = tail + d[2]
+        if end > CLOCK_END:  # the link's clock (a C long long on the C path) ends there, as the queue's does
+            raise _time_overflow_error(x, end - x)
         self.free_at = end
         head = start + d[0]
         # the last packet is never before the first: with p = S this is Link's int(L + S / B)
