@@ -77,14 +77,21 @@ def _irregular_case(npus: int, kind: str = "Switch", backend: str = "congestion-
     return {"kind": "irregular", "dims": dims or [(kind, npus)], "backend": backend, "impl": impl}
 
 
+def _tp_dp_groups(npus: int, tp: int) -> tuple[int, dict[int, list[int]]]:
+    """dp, and the communicator groups: tp group g is 1 + g (ranks g·tp ... g·tp + tp - 1), the
+    dp group of tp position t is 1 + dp + t."""
+    dp = npus // tp
+    groups = {1 + g: [g * tp + t for t in range(tp)] for g in range(dp)}
+    groups.update({1 + dp + t: [g * tp + t for g in range(dp)] for t in range(tp)})
+    return dp, groups
+
+
 def _write_irregular(d: Path, npus: int, tp: int = 4, iterations: int = 6) -> Path:
     import random
 
     from workload.builder import GraphBuilder
 
-    dp = npus // tp
-    groups = {1 + g: [g * tp + t for t in range(tp)] for g in range(dp)}
-    groups.update({1 + dp + t: [g * tp + t for g in range(dp)] for t in range(tp)})
+    dp, groups = _tp_dp_groups(npus, tp)
     for r in range(npus):
         g, t = divmod(r, tp)
         nxt, prv = ((g + 1) % dp) * tp + t, ((g - 1) % dp) * tp + t
@@ -120,9 +127,7 @@ def _write_mixed(d: Path, npus: int, seed: int) -> Path:
 
     rng = random.Random(seed)
     tp = rng.choice([2, 4, 8])
-    dp = npus // tp
-    groups = {1 + g: [g * tp + t for t in range(tp)] for g in range(dp)}
-    groups.update({1 + dp + t: [g * tp + t for g in range(dp)] for t in range(tp)})
+    dp, groups = _tp_dp_groups(npus, tp)
     ops: list[tuple] = []
     for _ in range(rng.randint(3, 7)):
         ops.append(("comp", 0))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, runtime_checkable
 
+from network.event_queue import MAX_TIME_NS  # noqa: F401 (the clock every backend keeps ends there)
 from network.topology import Topology
 
 Callback = Callable[..., None]

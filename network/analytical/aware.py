@@ -39,9 +39,8 @@ from typing import TYPE_CHECKING
 from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
 from network.config import NetworkConfig
-from network.analytical.list_pipes import CLOCK_END
 from network.errors import FastPathConflict, NetworkConfigError
-from network.event_queue import _time_overflow_error, native_module
+from network.event_queue import MAX_TIME_NS, _time_overflow_error, native_module
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
 
@@ -240,7 +239,7 @@ class PacketLink(Link):  # type: ignore[valid-type,misc]
         end = start + d[1]
         if tail + d[2] > end:
             end = tail + d[2]
-        if end > CLOCK_END:  # the link's clock (a C long long on the C path) ends there, as the queue's does
+        if end > MAX_TIME_NS:  # the link's clock (a C long long on the C path) ends there, as the queue's does
             raise _time_overflow_error(x, end - x)
         self.free_at = end
         head = start + d[0]

@@ -19,15 +19,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from network.analytical.list_pipes import DEPTH, link_state
 from network.errors import FastPathConflict
-from network.units import link_arrival_ns, link_serialization_ns
+from network.event_queue import MAX_TIME_NS
 
 if TYPE_CHECKING:
     from network.analytical.aware import Link
-
-DEPTH = 8
-#: the last instant of a 64-bit clock of ns, ours and ASTRA-sim's
-CLOCK_END = (1 << 63) - 1
 
 
 class LinkPipes:
@@ -42,16 +39,7 @@ class LinkPipes:
             arr = np.empty(n, dtype=np.int64)
             seen = np.empty(n, dtype=np.int64)  # the latest start this phase must come after
             for i, r in enumerate(routes):
-                link = r[h]
-                if link.busy or link.pending:
-                    raise FastPathConflict(f"link {link.src}->{link.dst} is busy as a batched ring phase starts")
-                free[i] = max(link.claim_until, link.free_at)
-                seen[i] = max(link.last_start, link.claim_last)
-                d = link.delays.get(size_bytes)
-                if d is None:
-                    d = link.delays[size_bytes] = (link_arrival_ns(size_bytes, link.latency_ns, link.bytes_per_ns),
-                                                   link_serialization_ns(size_bytes, link.bytes_per_ns))
-                arr[i], ser[i] = d
+                free[i], seen[i], arr[i], ser[i] = link_state(r[h], size_bytes)
             self.free.append(free)
             self.ser.append(ser)
             self.arr.append(arr)
@@ -89,7 +77,7 @@ class LinkPipes:
                 if int(depth.max()) >= DEPTH:
                     raise FastPathConflict("a link queue deeper than the batched phase tracks")
                 np.maximum(self._peak[h], depth, out=self._peak[h])
-            if (start > CLOCK_END - self.ser[h]).any() or (start > CLOCK_END - self.arr[h]).any():
+            if (start > MAX_TIME_NS - self.ser[h]).any() or (start > MAX_TIME_NS - self.arr[h]).any():
                 # int64 would wrap: the event path ends such a run by its clock (exit 2)
                 raise FastPathConflict("a time past the 64-bit clock")
             self._recent[h][slot] = start

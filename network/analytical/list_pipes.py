@@ -12,15 +12,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from network.errors import FastPathConflict
+from network.event_queue import MAX_TIME_NS
 from network.units import link_arrival_ns, link_serialization_ns
 
 if TYPE_CHECKING:
     from network.analytical.aware import Link
 
-#: chunks per link whose starts a phase keeps (link_pipes.DEPTH, without importing numpy)
+#: chunks per link whose starts a phase keeps (both kinds of pipes)
 DEPTH = 8
-#: link_pipes.CLOCK_END
-CLOCK_END = (1 << 63) - 1
+
+
+def link_state(link: "Link", size_bytes: int) -> tuple[int, int, int, int]:
+    """What a phase starts from on one of its links, for both kinds of pipes: (free, seen,
+    arrival delay, serialization) of a chunk of ``size_bytes``; a busy link is a conflict."""
+    if link.busy or link.pending:
+        raise FastPathConflict(f"link {link.src}->{link.dst} is busy as a batched ring phase starts")
+    d = link.delays.get(size_bytes)
+    if d is None:
+        d = link.delays[size_bytes] = (link_arrival_ns(size_bytes, link.latency_ns, link.bytes_per_ns),
+                                       link_serialization_ns(size_bytes, link.bytes_per_ns))
+    return max(link.claim_until, link.free_at), max(link.last_start, link.claim_last), d[0], d[1]
 
 
 class ListPipes:
@@ -38,15 +49,7 @@ class ListPipes:
             recent = [[-1] * n for _ in range(DEPTH - 1)]
             for i, r in enumerate(routes):
                 link = r[h]
-                if link.busy or link.pending:
-                    raise FastPathConflict(f"link {link.src}->{link.dst} is busy as a batched ring phase starts")
-                free[i] = max(link.claim_until, link.free_at)
-                seen[i] = max(link.last_start, link.claim_last)
-                d = link.delays.get(size_bytes)
-                if d is None:
-                    d = link.delays[size_bytes] = (link_arrival_ns(size_bytes, link.latency_ns, link.bytes_per_ns),
-                                                   link_serialization_ns(size_bytes, link.bytes_per_ns))
-                arr[i], ser[i] = d
+                free[i], seen[i], arr[i], ser[i] = link_state(link, size_bytes)
                 if link.claim_recent is not None:
                     for s, v in enumerate(link.claim_recent):
                         recent[s][i] = int(v)
@@ -87,7 +90,7 @@ class ListPipes:
                 self._peak[h] = [d if d > p else p for d, p in zip(depth, peak)]
             free = [s + c for s, c in zip(start, self.ser[h])]
             arrive = [s + a for s, a in zip(start, self.arr[h])]
-            if max(free) > CLOCK_END or max(arrive) > CLOCK_END:  # as LinkPipes, whose int64 would wrap
+            if max(free) > MAX_TIME_NS or max(arrive) > MAX_TIME_NS:  # as LinkPipes, whose int64 would wrap
                 raise FastPathConflict("a time past the 64-bit clock")
             self._recent[h][slot] = start
             self._last_in[h] = x

@@ -28,7 +28,7 @@ from operator import add
 from typing import TYPE_CHECKING, Any, Sequence
 
 from chakra_proto import enums as pb
-from network.analytical.list_pipes import CLOCK_END
+from network.api import MAX_TIME_NS
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
 from system.collective.ring import Ring
@@ -313,7 +313,7 @@ class RingBatcher:
                 # lock-step: every receive waits exactly one delay, on every rank alike
                 last = [s0 + endpoint + steps * d0 + between] * n
             elif not self._vectorise(n * steps) or \
-                    max(starts) + endpoint + steps * max(delays) + sum(extra[2:steps + 1]) > CLOCK_END:
+                    max(starts) + endpoint + steps * max(delays) + sum(extra[2:steps + 1]) > MAX_TIME_NS:
                 # Python's integers where int64 might wrap: the run then ends by the clock, as the
                 # event path's does
                 last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
@@ -411,14 +411,14 @@ def _recurrence_pipes(starts: list[int], pred: list[int], pipes: Any, endpoint: 
                       extra: list[int], steps: int) -> "np.ndarray":
     """As _recurrence_np, with arrivals from the links' queues (flow i is pred(i) → i)."""
     import numpy as np
-    if max(starts) > CLOCK_END - endpoint:
+    if max(starts) > MAX_TIME_NS - endpoint:
         raise FastPathConflict("a time past the 64-bit clock")
     t = np.asarray(starts, dtype=np.int64) + endpoint
     p = np.asarray(pred, dtype=np.intp)
     for k in range(1, steps + 1):
         np.maximum(pipes.step(t[p]), t, out=t)
         if k < steps:
-            if (t > CLOCK_END - extra[k + 1]).any():  # int64 would wrap
+            if (t > MAX_TIME_NS - extra[k + 1]).any():  # int64 would wrap
                 raise FastPathConflict("a time past the 64-bit clock")
             t += extra[k + 1]
     return t
@@ -428,7 +428,7 @@ def _recurrence_pipes_py(starts: list[int], pred: list[int], pipes: Any, endpoin
                          extra: list[int], steps: int) -> list[int]:
     """_recurrence_pipes on lists, with network/analytical/list_pipes.py's pipes (and its checks)."""
     t = [s + endpoint for s in starts]
-    if max(t) > CLOCK_END:
+    if max(t) > MAX_TIME_NS:
         raise FastPathConflict("a time past the 64-bit clock")
     for k in range(1, steps + 1):
         a = pipes.step([t[j] for j in pred])
@@ -436,6 +436,6 @@ def _recurrence_pipes_py(starts: list[int], pred: list[int], pipes: Any, endpoin
         if k < steps:
             e = extra[k + 1]
             t = [u + e for u in t]
-            if max(t) > CLOCK_END:
+            if max(t) > MAX_TIME_NS:
                 raise FastPathConflict("a time past the 64-bit clock")
     return t
