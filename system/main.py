@@ -15,6 +15,7 @@ if __name__ == "__main__":
 
 import argparse
 import enum
+import os
 import sys as _sys
 import warnings
 from pathlib import Path
@@ -36,9 +37,34 @@ class ExitCode(enum.IntEnum):
     STUCK = 3  #: queue empty, nodes left: per-rank report of what each waits for
 
 
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns: $COLUMNS, else the terminal of standard output, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(_sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own formatter, told the width: unasked, it imports shutil (and with it bz2, lzma
+    and fnmatch, 0.7 MB) for every add_argument, where argparse formats the metavar to check it."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m system.main",
+        formatter_class=_HelpFormatter,
         description=(
             "Simulate a distributed-training workload (Chakra ET files, one per rank) on a network "
             "and print each rank's finish time. Flags and config files follow ASTRA-sim 2.0, whose "
@@ -318,7 +344,6 @@ def exit_process(code: int) -> NoReturn:
             t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread())):
         _sys.exit(code)
     import atexit
-    import os
 
     atexit._run_exitfuncs()
     for stream in (_sys.stdout, _sys.stderr):
