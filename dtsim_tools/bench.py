@@ -448,6 +448,34 @@ def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
     return {"wall": m["wall"], "rss_mb": m["rss_mb"], "cycles": [cycles[r] for r in range(prep.npus)]}
 
 
+def _interpreter_floor(repeat: int) -> dict:
+    """What any Python process costs here before our first import, started as our runs are:
+    ``python -c pass``'s median wall and peak RSS, and the site-packages .pth files that run code
+    at every start (an environment's certificate hook or an import finder can cost tens of ms
+    and several MB, which every row with our wall includes and ASTRA-sim's does not)."""
+    import site
+    import subprocess
+
+    runs = []
+    with tempfile.TemporaryDirectory() as t:
+        measured = Path(t) / "m.json"
+        for _ in range(max(5, repeat)):
+            subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-c", "pass"],
+                           env=_child_env(), check=True)
+            runs.append(json.loads(measured.read_text()))
+    hooks = []
+    for folder in site.getsitepackages() + [site.getusersitepackages()]:
+        for pth in sorted(Path(folder).glob("*.pth")) if Path(folder).is_dir() else ():
+            try:
+                lines = pth.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            if any(line.startswith(("import ", "import\t")) for line in lines):  # site exec()s these lines
+                hooks.append(pth.name)
+    return {"wall": sorted(r["wall"] for r in runs)[len(runs) // 2], "rss_mb": max(r["rss_mb"] for r in runs),
+            "pth_hooks": hooks}
+
+
 def _median_run(runs: list[dict]) -> dict:
     import statistics
 
@@ -516,6 +544,10 @@ def main(argv: list[str] | None = None) -> int:
     _byte_compile()
     rows = []
     if a.astra_sim_bin:
+        floor = _interpreter_floor(a.repeat)
+        print(f"note: this interpreter's own start ('python -c pass') takes {floor['wall']:.3f} s and "
+              f"{floor['rss_mb']:.1f} MB here, in every wall and RSS of ours below; .pth files that run code at "
+              f"start: {', '.join(floor['pth_hooks']) or 'none'}")
         # whole-process walls on both sides: our start-up and imports count, as ASTRA-sim's do
         hdr = (f"{'case':<24} {'NPUs':>5} {'events':>10} {'wall s':>8} {'RSS MB':>7} {'ASTRA s':>8} "
                f"{'ASTRA MB':>8} {'wall ratio':>10}  cycles")

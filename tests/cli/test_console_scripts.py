@@ -121,3 +121,18 @@ def test_bench_peak_rss_is_the_childs_own_not_the_parents(tmp_path: Path) -> Non
         pytest.skip("this kernel does not carry a parent's RSS over the exec: nothing to correct")
     assert ours < 150 and spawned["rss_mb"] < 150 and spawned["code"] == 3 and spawned["wall"] > 0
     del ballast
+
+
+def test_bench_names_the_interpreters_own_start_and_the_pth_files_that_run_code(tmp_path, monkeypatch) -> None:
+    """Every wall of ours includes the interpreter's start, and with it whatever .pth files in
+    site-packages execute (an environment's hook can cost more than a small run): the bench
+    measures that floor and names the files, and leaves out those that only add a path."""
+    import site
+
+    (tmp_path / "hook.pth").write_text("import os; os.environ.get('X')\n")
+    (tmp_path / "path_only.pth").write_text(str(tmp_path) + "\n")
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(tmp_path / "absent"))
+    floor = bench._interpreter_floor(1)
+    assert floor["pth_hooks"] == ["hook.pth"]
+    assert 0 < floor["wall"] < 10 and 1 < floor["rss_mb"] < 1000
