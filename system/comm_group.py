@@ -44,6 +44,12 @@ class CommunicatorGroup:
         if len(self.involved_npus) == self.sys.total_nodes:
             plan = CollectivePlan(self.sys.get_logical_topology(com_type), impls, None)
         else:
+            if len(self.involved_npus) == 1:
+                self.sys.divergences.note("one-rank-group", (
+                    f"{com_type.config_name} on communicator group {self.id}, whose only member is rank "
+                    f"{self.involved_npus[0]}: ASTRA-sim never finishes a collective of one rank (it exits 0 with the "
+                    "rank unfinished: 'Hardware Resource ... has unreleased nodes'); dtsim completes it at once, as "
+                    "a group of one moves no data"))
             if len(impls) == 1 and impls[0].type is ImplType.DOUBLE_BINARY_TREE:  # a longer list is a ring there too
                 self.sys.divergences.note(("dbt-group", com_type), (
                     f"{com_type.config_name} on communicator group {self.id} ({len(self.involved_npus)} of "

@@ -386,14 +386,21 @@ class _RankRun:
 
 def _network_notes(net: NetworkConfig, backend: str) -> list[str]:
     """What the network file asks of ASTRA-sim that it does not run (system/divergence.py)."""
-    if backend != "congestion-aware" or getattr(net.topology, "graph", None) is not None:
+    if backend not in ("congestion-unaware", "congestion-aware") or getattr(net.topology, "graph", None) is not None:
         return []
+    notes = []
+    ones = [d for d, dim in enumerate(net.topology.dims) if dim.npus_count == 1]
+    if ones:
+        notes.append(f"{net.path or 'the network'}: dimension(s) {', '.join(map(str, ones))} of 1 NPU; ASTRA-sim's "
+                     "analytical network refuses any (it prints 'npus_count (1) should be larger than 1' and runs "
+                     "nothing, exit 0); dtsim runs it: a dimension of one NPU carries no traffic")
     rings = [d for d, dim in enumerate(net.topology.dims) if dim.kind.value == "Ring" and dim.npus_count == 2]
-    if not rings:
-        return []
-    return [f"{net.path or 'the network'}: dimension(s) {', '.join(map(str, rings))} is a Ring of 2 NPUs; ASTRA-sim's "
-            "congestion-aware backend aborts on it (Device.cpp: 'Assertion !connected(id)', exit 134: its two "
-            "directions are one pair of links), dtsim builds one link each way, as FullyConnected(2)"]
+    if rings and backend == "congestion-aware":
+        notes.append(f"{net.path or 'the network'}: dimension(s) {', '.join(map(str, rings))} is a Ring of 2 NPUs; "
+                     "ASTRA-sim's congestion-aware backend aborts on it (Device.cpp: 'Assertion !connected(id)', exit "
+                     "134: its two directions are one pair of links), dtsim builds one link each way, as "
+                     "FullyConnected(2)")
+    return notes
 
 
 def _few(ranks: list[int]) -> str:

@@ -313,3 +313,34 @@ def test_durations_finer_than_a_microsecond_say_astra_sim_differs(tmp_path, dura
     assert bool(notes) == warned and bool(res.inputs["astra_sim_differs"]) == warned
     if warned:
         assert "2 compute node(s) of 2 workload file(s)" in notes[0] and "duration_micros" in notes[0]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["default", "no-symmetry", "no-batching"])
+def test_a_collective_of_a_one_rank_group_warns_and_takes_no_time(tmp_path: Path, mode) -> None:
+    """ASTRA-sim never finishes a collective over a group of one rank (review of drawn mixed
+    layouts: tp 8 on 8 NPUs left dp groups of one); dtsim said nothing and answered."""
+    for r in range(4):
+        b = GraphBuilder()
+        c = b.comp("c", 1000)
+        rs = b.collective("rs", "REDUCE_SCATTER", 1 << 20, deps=[c], pg_name=str(r + 1))
+        b.comp("d", 1000 * (r + 1), deps=[rs])
+        b.write(tmp_path / "w", r)
+    r, notes = _run(tmp_path / "w", _net(["Switch"], [4]), _sys(), {1: [0], 2: [1], 3: [2], 4: [3]}, **mode)
+    assert len(notes) == 1 and "only member is rank" in notes[0] and "never finishes" in notes[0]
+    assert r.finish_ns == [2000, 3000, 4000, 5000]
+
+
+@pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
+def test_a_network_dimension_of_one_npu_warns_and_changes_nothing(tmp_path: Path, backend: str) -> None:
+    """ASTRA-sim's analytical network refuses npus_count 1 in any dimension (it prints an error
+    and runs nothing); dtsim runs it, as the network without that dimension."""
+    for r in range(4):
+        b = GraphBuilder()
+        c = b.comp("c", 1000)
+        b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c])
+        b.write(tmp_path / "w", r)
+    two = _sys(all_reduce_implementation=["ring", "ring"])
+    with_one, notes = _run(tmp_path / "w", _net(["Ring", "Switch"], [4, 1], backend), two)
+    assert len(notes) == 1 and "dimension(s) 1 of 1 NPU" in notes[0] and "should be larger than 1" in notes[0]
+    plain, notes = _run(tmp_path / "w", _net(["Ring"], [4], backend), _sys())
+    assert notes == [] and with_one.finish_ns == plain.finish_ns
