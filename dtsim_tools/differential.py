@@ -102,6 +102,8 @@ def _network(rng: random.Random) -> dict:
         sizes = [rng.choice([2, 2, 3, 4, 4, 4, 5, 6, 7, 8, 8]) for _ in range(nd)]
         if math.prod(sizes) <= limit:
             break
+    if nd > 1 and rng.random() < 0.03:  # a dimension of 1 NPU: ASTRA-sim refuses it, dtsim warns
+        sizes[rng.randrange(nd)] = 1
     return {
         "topology": [rng.choice(["Ring", "FullyConnected", "Switch"]) for _ in sizes],
         "npus_count": sizes,
@@ -347,6 +349,9 @@ def _partition(rng: random.Random, n: int) -> list[list[int]]:
         return [ranks]  # one group of every rank, in shuffled order
     out: list[list[int]] = []
     i = 0
+    if rng.random() < 0.04:  # a group of one rank: ASTRA-sim never finishes its collectives, dtsim warns
+        out.append([ranks[0]])
+        i = 1
     while i < n:
         left = n - i
         k = left if left < 4 else rng.randint(2, left - 2)
