@@ -101,7 +101,7 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
     else:
         try:
             if backend_name == "congestion-aware":  # ring phases advance through the links' queues
-                prove_on_pipes(graphs, config, groups)
+                prove_on_pipes(graphs, config, groups, built_in=getattr(topology, "graph", None) is None)
             attempts.append(Attempt("batched", None, True))
         except Decline as e:
             why("batched", str(e))

@@ -19,6 +19,7 @@ from network.config import NetworkConfig
 from network.errors import InputError
 from system.config import SystemConfig
 from system.main import Deadlock, run_simulation
+from system.shortcuts import ring_batch
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 
 COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
@@ -89,7 +90,9 @@ def _write(tmp: Path, npus: int, groups, colls, comps, p2p, independent) -> Path
 
 @settings(max_examples=int(os.environ.get("DTSIM_PROPERTY_EXAMPLES", 80)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases())
-def test_batched_rings_equal_the_event_path(tmp_path_factory, case) -> None:
+def test_batched_rings_equal_the_event_path(tmp_path_factory, monkeypatch, case) -> None:
+    # ranks drawn with different compute: the batcher itself must stay exact where it is tried
+    monkeypatch.setattr(ring_batch, "DECLINE_UNEVEN_COMPUTE", False)
     dims, algos, groups, colls, comps, p2p, knobs, queues, independent, backend = case
     tmp = tmp_path_factory.mktemp("rb")
     npus = 1
@@ -178,3 +181,42 @@ def test_recurrence_shortcuts_equal_the_step_by_step_recurrence(n, steps, data, 
             t = [x + extra[k + 1] for x in t]
     assert _recurrence_py(starts, pred, delays, endpoint, extra, steps) == t
     assert [int(x) for x in _recurrence_np(starts, pred, delays, endpoint, extra, steps)] == t
+
+
+def _uneven(tmp: Path, npus: int, compute, groups: dict | None = None) -> Path:
+    for r in range(npus):
+        b = GraphBuilder()
+        c = b.comp("c", compute(r))
+        pg = None if groups is None else str(next(g for g, m in groups.items() if r in m))
+        k = b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c], pg_name=pg)
+        b.comp("tail", 1000, deps=[k])
+        b.write(tmp / "w", r)
+    if groups:
+        (tmp / "groups.json").write_text(json.dumps({str(k): v for k, v in groups.items()}))
+    return tmp / "w"
+
+
+@pytest.mark.parametrize("kind", ["Ring", "Switch"])
+def test_the_aware_batcher_is_not_tried_where_a_collectives_ranks_run_different_compute(tmp_path: Path, kind) -> None:
+    """Its phases would wait for their ranks while other traffic uses their links, and the batcher
+    gave the run up for the event path after up to a third of its time (drawn mixed layouts)."""
+    net = NetworkConfig.from_dict({"topology": [kind], "npus_count": [8], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 2, "local-mem-bw": 1600, "all-reduce-implementation": ["ring"]})
+    aware = dict(symmetry=False, backend="congestion-aware")
+    spec = _uneven(tmp_path / "u", 8, lambda r: 1000 * (r + 1))
+    uneven = run_simulation(spec, net, cfg, **aware)
+    assert uneven.inputs["batched_ring_messages"] == 0 and uneven.inputs["shortcut"] == "none"
+    assert any("the ranks of the world run different compute" in d for d in uneven.inputs["shortcuts_declined"])
+    assert uneven.finish_ns == run_simulation(spec, net, cfg, batching=False, **aware).finish_ns
+    # the same workload, congestion-unaware: its phases are batched whatever the ranks' start
+    assert run_simulation(spec, net, cfg, symmetry=False).inputs["batched_ring_messages"] > 0
+    # every rank the same compute: batched
+    even = run_simulation(_uneven(tmp_path / "e", 8, lambda r: 5000), net, cfg, **aware)
+    assert even.inputs["batched_ring_messages"] > 0
+    # compute that differs between two groups but not within either: tried, and batched here
+    groups = {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}
+    spec = _uneven(tmp_path / "g", 8, lambda r: 5000 if r < 4 else 9000, groups)
+    split = run_simulation(spec, net, cfg, comm_groups=tmp_path / "g" / "groups.json", **aware)
+    assert not any("different compute" in d for d in split.inputs["shortcuts_declined"])
+    assert split.finish_ns == run_simulation(spec, net, cfg, comm_groups=tmp_path / "g" / "groups.json",
+                                             batching=False, **aware).finish_ns
