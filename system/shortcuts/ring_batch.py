@@ -63,8 +63,8 @@ def prove_on_pipes(graphs: Sequence[Any], config: Any, groups: dict[int, list[in
     run different compute: they reach its ring phases at different times, the phase waits for
     its last rank while other traffic uses its links or a chunk reaches a link in the very tick
     it frees, and the batcher gives the whole run up for the event path, after up to a third of
-    the run's time (every one of 60 drawn mixed layouts of 16-256 ranks; the differential
-    corpus likewise, where the batched runs that did finish were slower than the event path)."""
+    the run's time (50 of 51 drawn mixed layouts of 16-128 ranks; on the differential corpus's
+    small cases the batched runs that did finish were slower than the event path)."""
     npus = len(graphs)
     seen: set[int] = set()
     types: set[tuple[int, bool]] = set()
