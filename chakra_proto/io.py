@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from chakra_proto import wire
@@ -169,19 +168,28 @@ def encode_et_bytes(metadata: pb.GlobalMetadata, nodes: Iterable[pb.Node]) -> by
 
 
 def read_et(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
-    p = Path(path)
-    return decode_et_bytes(_read(p), str(p))
+    p = _path_str(path)
+    return decode_et_bytes(_read(p), p)
 
 
 def read_et_split(path: str | os.PathLike, read_only: bool = False) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
     """split_et_bytes of a file's contents, read in one call."""
-    p = Path(path)
-    return split_et_bytes(_read(p), str(p), read_only)
+    p = _path_str(path)
+    return split_et_bytes(_read(p), p, read_only)
 
 
-def _read(p: Path) -> bytes:
+def _path_str(path: str | os.PathLike) -> str:
+    """``str(pathlib.Path(path))``, as errors name the file, without importing pathlib on every run's
+    path (network/files.py says why). network.files.path_str's twin: chakra_proto imports nothing of ours."""
+    s = os.fspath(path)
+    root = "//" if s.startswith("//") and not s.startswith("///") else "/" if s.startswith("/") else ""
+    return root + "/".join(part for part in s.split("/") if part not in ("", ".")) or "."
+
+
+def _read(p: str) -> bytes:
     try:
-        return p.read_bytes()
+        with open(p, "rb") as f:
+            return f.read()
     except OSError as e:
         raise EtFormatError(f"{p}: cannot read ({e.strerror})") from None
 
@@ -191,6 +199,8 @@ def write_et(
 ) -> None:
     """Write atomically: a reader never sees a half-written file. (network.files.atomic_open does
     the same for the other outputs; chakra_proto is a leaf and imports nothing of ours.)"""
+    from pathlib import Path  # writers only: no run writes an ET
+
     p = Path(path)
     data = encode_et_bytes(metadata, nodes)
     p.parent.mkdir(parents=True, exist_ok=True)

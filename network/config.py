@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from network.errors import NetworkConfigError
-from network.files import load_structured
+from network.files import load_structured, path_str
 from network.graph_config import GRAPH_KEYS, apply_logical_dims, graph_topology
 from network.registry import canonical_name
 from network.topology import Dimension, Topology, TopologyKind
@@ -37,7 +36,7 @@ class NetworkConfig(NamedTuple):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "NetworkConfig":
-        p = Path(path)
+        p = path_str(path)
         data = load_structured(p, NetworkConfigError, fmt="yaml")
         if not isinstance(data, dict):
             hint = _not_a_network_yaml(p)
@@ -148,11 +147,12 @@ def _shown(v: Any) -> str:
     return text
 
 
-def _not_a_network_yaml(path: Path) -> str | None:
+def _not_a_network_yaml(path: str) -> str | None:
     """What a file that is not a network YAML is, when it is one of the two text files users
     give by mistake: a topology file (ASTRA-sim ns-3 / SimAI) or ASTRA-sim ns-3's config.txt."""
     try:
-        lines = [ln.split("#", 1)[0].split() for ln in path.read_text(errors="replace").splitlines()[:200]]
+        with open(path, errors="replace") as f:
+            lines = [ln.split("#", 1)[0].split() for ln in f.read().splitlines()[:200]]
     except OSError:
         return None
     lines = [ln for ln in lines if ln]
@@ -162,7 +162,7 @@ def _not_a_network_yaml(path: Path) -> str | None:
     if len(head) in (3, 5, 6) and all(t.isdigit() for t in head[:5]) and len(lines) > 1:
         return (f"this is a topology file ('{' '.join(head)}': nodes, switches, links, as ASTRA-sim's ns-3 "
                 f"backend and SimAI read them), not a network YAML; write a YAML that names it, e.g. "
-                f"'topology-file: {path.name}' in net.yml beside it, and pass --network net.yml "
+                f"'topology-file: {os.path.basename(path)}' in net.yml beside it, and pass --network net.yml "
                 "(docs/network-backends.md, 'Physical topologies')")
     keys = {ln[0] for ln in lines}
     if "TOPOLOGY_FILE" in keys or sum(1 for k in keys if k.isupper() and "_" in k) >= 3:

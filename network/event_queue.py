@@ -15,6 +15,7 @@ the reference, and a property test holds the two to one order.
 from __future__ import annotations
 
 import heapq
+import os
 import time as _time
 from types import ModuleType
 from typing import Callable
@@ -168,11 +169,10 @@ def _wall_budget_error(q, wall: float) -> SimulationLimitError:
 
 
 def _load_native() -> ModuleType | None:
-    from pathlib import Path
-
     from network.native_build import load_checked
 
-    return load_checked("network._event_core", Path(__file__).resolve().parent)
+    # os.path, not pathlib: this runs at every start-up (network/files.py says what pathlib costs)
+    return load_checked("network._event_core", os.path.dirname(os.path.realpath(__file__)))
 
 
 _NATIVE = _load_native()

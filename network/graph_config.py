@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from network.errors import NetworkConfigError
@@ -33,6 +32,8 @@ def graph_topology(data: dict[str, Any], path: str | os.PathLike | None) -> Grap
             "the graph (remove the key)"))
     # the graph modules load only for a graph network: a Ring/Switch run never needs them (start-up)
     if given[0] == "topology-file":
+        from pathlib import Path  # as network.topology_file does: a graph network only
+
         from network.topology_file import read_topology_file
 
         f = data["topology-file"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import os
 import zlib
-from pathlib import Path
 from types import ModuleType
 
 SOURCES = ("_event_core.c", "_aware_links.c", "_pairing.c", "_event_core.h", "_long_map.h")
@@ -19,19 +18,20 @@ SYSTEM_SOURCES = ("_sys_core.c", "_feeder.c", "_feeder.h", "../network/_event_co
 WIRE_SOURCES = ("_wire_core.c",)
 
 
-def source_checksum(folder: Path, sources: tuple[str, ...] = SOURCES) -> str | None:
+def source_checksum(folder: str | os.PathLike, sources: tuple[str, ...] = SOURCES) -> str | None:
     """The sources' CRC-32 as 8 hex digits; None where they are not all there (an installed wheel
     carries the binary only)."""
     crc = 0
     try:
         for name in sources:
-            crc = zlib.crc32((folder / name).read_bytes(), crc)
+            with open(os.path.join(folder, name), "rb") as f:
+                crc = zlib.crc32(f.read(), crc)
     except OSError:
         return None
     return f"{crc:08x}"
 
 
-def load_checked(module: str, folder: Path, sources: tuple[str, ...] = SOURCES) -> ModuleType | None:
+def load_checked(module: str, folder: str | os.PathLike, sources: tuple[str, ...] = SOURCES) -> ModuleType | None:
     """The compiled ``module``, or None where the Python classes run: ``DTSIM_PURE_PYTHON=1``, not
     compiled (no compiler at install, or a checkout used without pip install), or compiled from
     other sources than those in ``folder`` now (with a warning that says how to rebuild)."""
@@ -46,7 +46,7 @@ def load_checked(module: str, folder: Path, sources: tuple[str, ...] = SOURCES) 
         import warnings
 
         warnings.warn(f"{mod.__file__} was compiled from other sources than {', '.join(sources)} in "
-                      f"{folder.name}/ as they are now; running the Python classes (the same results, slower) "
-                      "until `python -m pip install -e .` compiles them again", RuntimeWarning, stacklevel=3)
+                      f"{os.path.basename(folder)}/ as they are now; running the Python classes (the same results, "
+                      "slower) until `python -m pip install -e .` compiles them again", RuntimeWarning, stacklevel=3)
         return None
     return mod

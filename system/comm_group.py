@@ -8,10 +8,9 @@ id × 10^6, so that members agree on tags whatever else they run.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-from network.files import load_structured
+from network.files import load_structured, path_str
 from system.config import CollectiveImpl, ImplType
 from system.errors import CommGroupError
 from system.logical_topology import LogicalTopology, RingTopology
@@ -65,7 +64,7 @@ class CommunicatorGroup:
 
 def load_comm_groups(path: str | os.PathLike, npus_count: int) -> dict[int, list[int]]:
     """Read ``{"<id>": [ranks...]}`` (ASTRA-sim's --comm-group-configuration)."""
-    p = Path(path)
+    p = path_str(path)
     data = load_structured(p, CommGroupError, fmt="json")
     return parse_comm_groups(data, p, npus_count)
 

@@ -10,12 +10,11 @@ import enum
 import os
 import re
 import warnings
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
-from network.files import load_structured
+from network.files import load_structured, path_str
 from system.errors import SystemConfigError
 
 #: the collectives that run on the network, by the names the system config gives their implementations
@@ -156,7 +155,7 @@ class SystemConfig(NamedTuple):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, injection_scale: float = 1.0) -> "SystemConfig":
-        p = Path(path)
+        p = path_str(path)
         data = load_structured(p, SystemConfigError)
         return cls.from_dict(data, p, injection_scale)
 
@@ -237,11 +236,12 @@ class SystemConfig(NamedTuple):
 def _per_node_custom(v: Any, path: Any) -> dict[int, CollectiveImpl]:
     if not isinstance(v, str):
         raise SystemConfigError(path, "key 'per-node-custom-implementation'", "expected the path of a YAML file")
-    p = Path(v)
+    p = path_str(v)
     import yaml  # here: a plain run reads no per-node file and need not import PyYAML
 
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        with open(p, encoding="utf-8") as f:
+            data = yaml.safe_load(f.read())
     except (OSError, ValueError, RecursionError, yaml.YAMLError) as e:  # ValueError: not UTF-8 text
         raise SystemConfigError(path, "key 'per-node-custom-implementation'", f"cannot read {v!r}: {e}") from None
     if not isinstance(data, dict):

@@ -18,11 +18,11 @@ import enum
 import os
 import sys as _sys
 import warnings
-from pathlib import Path
 from typing import Any, NoReturn
 
 from network.config import NetworkConfig
 from network.errors import InputError, SimulationLimitError
+from network.files import exists, is_dir, path_join
 from network.registry import known_backends
 from system import __version__
 from system.simulation import Deadlock, RankView, ShortcutMismatch, SimulationResult, run_simulation  # noqa: F401
@@ -137,11 +137,11 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
     layout = layout_from_args(args)
     if not is_trace_dir(args.workload):
         changed = [k for k, v in layout.items() if v != parser.get_default(k)]
-        if changed and Path(args.workload).is_dir():
+        if changed and is_dir(args.workload):
             from workload.input_kind import describe_folder  # only for this message: not at start-up
 
-            if describe_folder(Path(args.workload)):
-                raise InputError(args.workload, "", describe_folder(Path(args.workload)))
+            if describe_folder(args.workload):
+                raise InputError(args.workload, "", describe_folder(args.workload))
         if changed:
             raise InputError(None, f"--{changed[0].replace('_', '-')}",
                              "layout flags apply only when --workload is a TrioSim trace folder "
@@ -159,7 +159,7 @@ def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
         prefix = args.triosim_out
     else:  # main() removes it when the run ends
         args.triosim_tmp = tempfile.mkdtemp(prefix="dtsim-triosim-")
-        prefix = str(Path(args.triosim_tmp) / "triosim")
+        prefix = path_join(args.triosim_tmp, "triosim")
     try:
         conv = convert_triosim(args.workload, out_prefix=prefix, **layout)
     except OSError as e:  # reading errors are TrioSimTraceErrors already: this is the output
@@ -288,7 +288,7 @@ def _warn_ignored_flags(args: argparse.Namespace) -> None:
             warnings.warn(f"{flag} {value:g} is ignored: ASTRA-sim parses it but never applies it, and neither "
                           "does dtsim, so the results are those of 1; scale the workload itself instead", stacklevel=2)
     if args.logging_configuration is not None:
-        missing = "" if Path(args.logging_configuration).exists() else " (that file does not exist)"
+        missing = "" if exists(args.logging_configuration) else " (that file does not exist)"
         warnings.warn(f"--logging-configuration {args.logging_configuration}{missing} is ignored: dtsim writes no "
                       "ASTRA-sim log files; use --report, --trace-out or --debug", stacklevel=2)
     if args.logging_folder is not None:
@@ -301,7 +301,7 @@ def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
     from system.report import build_report, dump_json, format_summary, write_json
 
     report = build_report(result) if not args.quiet or args.report or args.plot else None
-    to_stdout = args.report == "-" or (args.report and Path(args.report).resolve() == Path("/dev/stdout").resolve())
+    to_stdout = args.report == "-" or (args.report and os.path.realpath(args.report) == os.path.realpath("/dev/stdout"))
     # with the report on standard output the table goes to stderr, so stdout is JSON alone
     print(format_summary(result, quiet=args.quiet, report=report), file=_sys.stderr if to_stdout else _sys.stdout)
     if to_stdout:

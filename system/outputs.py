@@ -1,25 +1,26 @@
 """Output paths and formats, checked before a run: an hour of simulation must not end in "cannot write".
 
 Each check raises InputError (exit 2) naming the flag, the path and what is accepted. The writers
-still handle errors that appear later (a full disk), atomically (network/files.py).
+still handle errors that appear later (a full disk), atomically (network/files.py). A run with
+--report checks it here, so paths go through network/files.py's path functions, not pathlib.
 """
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from network.errors import InputError
 from network.extras import install_hint
+from network.files import exists, is_dir, is_file, path_parent, path_str, path_suffix
 
 
 def check_file(flag: str, path: str | os.PathLike, suffixes: tuple[str, ...], what: str) -> None:
     """``path`` can be created or replaced, and its name ends in one of ``suffixes`` (".json")."""
-    p = Path(path)
-    if p.is_dir():
+    p = path_str(path)
+    if is_dir(p):
         raise InputError(p, flag, f"cannot write: is a folder; {flag} takes a file name ending in {suffixes[0]}")
-    suffix = p.suffix.lower()
-    if suffix not in suffixes:
-        shown = f"'{p.suffix}'" if p.suffix else "no suffix"
+    suffix = path_suffix(p)
+    if suffix.lower() not in suffixes:
+        shown = f"'{suffix}'" if suffix else "no suffix"
         raise InputError(None, flag, f"{p} has {shown}; {flag} writes {what}: give a file name ending in "
                          + ", ".join(suffixes))
     _check_creatable(flag, p)
@@ -30,13 +31,13 @@ def check_report(flag: str, path: str) -> None:
     a ``mktemp`` name), or a new file in a folder we may write in."""
     if path == "-":
         return
-    p = Path(path)
-    if p.is_dir():
+    p = path_str(path)
+    if is_dir(p):
         raise InputError(p, flag, f"cannot write: is a folder; {flag} takes a file name, or - for standard output")
-    if p.exists():
+    if exists(p):
         if not os.access(p, os.W_OK):
             raise InputError(p, flag, "cannot write: no permission to write this file")
-        if p.is_file():
+        if is_file(p):
             _check_creatable(flag, p)  # replaced atomically: its folder must take a new file
         return
     _check_creatable(flag, p)
@@ -44,10 +45,10 @@ def check_report(flag: str, path: str) -> None:
 
 def check_folder(flag: str, path: str | os.PathLike) -> None:
     """``path`` is a folder, or can be made one."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
+    p = path_str(path)
+    if exists(p) and not is_dir(p):
         raise InputError(p, flag, "cannot write: a file exists there; this flag takes a folder")
-    if p.is_dir():
+    if is_dir(p):
         if not os.access(p, os.W_OK | os.X_OK):
             raise InputError(p, flag, "cannot write: no permission to create files in this folder")
         return
@@ -56,7 +57,7 @@ def check_folder(flag: str, path: str | os.PathLike) -> None:
 
 def check_prefix(flag: str, path: str | os.PathLike) -> None:
     """``PREFIX`` of files ``PREFIX.<rank>.et`` and friends: its folder can be made or written in."""
-    _check_creatable(flag, Path(path))
+    _check_creatable(flag, path_str(path))
 
 
 def plot_suffixes() -> tuple[str, ...]:
@@ -74,12 +75,13 @@ def check_plot(flag: str, path: str | os.PathLike) -> None:
     check_file(flag, path, plot_suffixes(), "an image whose format is its suffix")
 
 
-def _check_creatable(flag: str, p: Path) -> None:
-    """The nearest existing ancestor is a folder we may write in (folders below it are made)."""
-    anc = p.parent
-    while not anc.exists() and anc != anc.parent:
-        anc = anc.parent
-    if not anc.is_dir():
+def _check_creatable(flag: str, p: str) -> None:
+    """The nearest existing ancestor of path_str ``p`` is a folder we may write in (folders below
+    it are made)."""
+    anc = path_parent(p)
+    while not exists(anc) and anc != path_parent(anc):
+        anc = path_parent(anc)
+    if not is_dir(anc):
         raise InputError(p, flag, f"cannot write: {anc} is a file, not a folder")
     if not os.access(anc, os.W_OK | os.X_OK):
         raise InputError(p, flag, f"cannot write: no permission to create files in {anc}")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from pathlib import Path
 from typing import Any, Callable
 
+from network.files import path_str
 from system.errors import RemoteMemoryConfigError, UnsupportedFeatureError
 
 _TYPES = ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")
@@ -85,9 +85,10 @@ class RemoteMemory:
 
 
 def load_remote_memory(path: str | os.PathLike, npus_count: int) -> RemoteMemory:
-    p = Path(path)
+    p = path_str(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        with open(p, encoding="utf-8") as f:
+            data = json.load(f)
     except FileNotFoundError:
         raise RemoteMemoryConfigError(p, "", "file not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Iterable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
-from network.files import atomic_open
+from network.files import atomic_open, exists, is_file, path_str
 from system.collective_records import (  # noqa: F401 (re-exported: report.py's public names)
     collective_group_size,
     collective_records,
@@ -298,8 +297,8 @@ def format_summary(result: Any, quiet: bool = False, per_rank_limit: int = 64,
 def write_json(path: str | os.PathLike, data: Any, indent: int | None = 1) -> None:
     """``write_json_atomic``, except onto something that is not a regular file (``/dev/stdout``, a
     pipe), which cannot be renamed over and is written directly."""
-    p = Path(path)
-    if not p.exists() or p.is_file():
+    p = path_str(path)
+    if not exists(p) or is_file(p):
         write_json_atomic(p, data, indent)
         return
     with open(p, "w") as f:

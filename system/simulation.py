@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
@@ -17,6 +16,7 @@ from network.analytical.symmetric import SymmetricUnawareBackend
 from network.analytical.symmetric_aware import SymmetricAwareBackend
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
+from network.files import is_file, path_str
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
@@ -150,17 +150,17 @@ def run_simulation(
     _check_wall(t0, max_wall_s, "reading the workload")
     groups_spec: dict[int, list[int]] = {}
     if comm_groups is None:
-        auto = Path(f"{workload}.comm_groups.json")  # written by our TrioSim converter
-        stg = Path(f"{workload}.json")  # written beside its ETs by ASTRA-sim's Symbolic Tensor Graph
-        if auto.is_file():
+        auto = path_str(f"{workload}.comm_groups.json")  # written by our TrioSim converter
+        stg = path_str(f"{workload}.json")  # written beside its ETs by ASTRA-sim's Symbolic Tensor Graph
+        if is_file(auto):
             comm_groups = auto
-        elif stg.is_file() and any(g.has_communicator_groups for g in {id(g): g for g in graphs}.values()):
+        elif is_file(stg) and any(g.has_communicator_groups for g in {id(g): g for g in graphs}.values()):
             warnings.warn(f"using {stg} as the communicator-group configuration (pass "
                           "--comm-group-configuration to choose another)", stacklevel=2)
             comm_groups = stg
     # ASTRA-sim's "no groups" value is the word "empty"; any file that exists is read, whatever its name
-    no_groups = comm_groups is not None and Path(comm_groups).name in ("empty", "empty.json") \
-        and not Path(comm_groups).is_file()
+    no_groups = comm_groups is not None and os.path.basename(path_str(comm_groups)) in ("empty", "empty.json") \
+        and not is_file(comm_groups)
     if comm_groups is not None and not no_groups:
         groups_spec = load_comm_groups(comm_groups, npus)
     families = None

@@ -6,14 +6,14 @@ Python methods run (not compiled, ``DTSIM_PURE_PYTHON=1``, or compiled from othe
 either way, and tests hold the two to every cycle."""
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from types import ModuleType
 
 from network.native_build import SYSTEM_SOURCES, load_checked
 
 
 def _load() -> ModuleType | None:
-    mod = load_checked("system._sys_core", Path(__file__).resolve().parent, SYSTEM_SOURCES)
+    mod = load_checked("system._sys_core", os.path.dirname(os.path.realpath(__file__)), SYSTEM_SOURCES)
     if mod is None:
         return None
     from system.collective.algorithm import ComType

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import heapq
 import warnings
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workload.errors import WorkloadError
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def link_dependencies(path: Path, nodes: dict[int, Any]) -> None:
+
+def link_dependencies(path: str | Path, nodes: dict[int, Any]) -> None:
     """Set ``children`` (sorted) and the final ``parents`` of every node; warn once about the
     control dependencies ignored, raise WorkloadError for a broken data dependency."""
     missing: list[tuple[int, int]] = []
@@ -164,7 +166,7 @@ def _data_order(nodes: dict[int, Any], group: set[int]) -> dict[int, int]:
     return order
 
 
-def _raise_cycle(path: Path, nodes: dict[int, Any], left: set[int]) -> None:
+def _raise_cycle(path: str | Path, nodes: dict[int, Any], left: set[int]) -> None:
     start = min(left)
     trail: list[int] = []
     pos: dict[int, int] = {}
@@ -180,7 +182,7 @@ def _raise_cycle(path: Path, nodes: dict[int, Any], left: set[int]) -> None:
     )
 
 
-def _warn(path: Path, missing: list[tuple[int, int]], in_cycles: list[tuple[int, int]]) -> None:
+def _warn(path: str | Path, missing: list[tuple[int, int]], in_cycles: list[tuple[int, int]]) -> None:
     own = sum(1 for nid, dep in missing if nid == dep)
     total = len(missing) + len(in_cycles)
     parts = [f"{own} on the node itself", f"{len(missing) - own} on nodes not in this file"]

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node_fields, wire
 from chakra_proto.attrs import INTEGER_MEMBERS
 from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
+from network.files import exists, path_str
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
 from workload.shared_nodes import link_shared
@@ -111,8 +111,8 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
     Node across the files of one workload: ranks of one layout repeat most nodes byte for byte.
     With ``shared`` (see workload/shared_nodes.py) graphs share the Node objects that they would
     hold equal, dependencies included."""
-    p = Path(path)
-    if not p.exists():
+    p = path_str(path)  # as messages and Graph.path name the file (network/files.py: not pathlib)
+    if not exists(p):
         raise WorkloadError(p, "", "workload file not found")
     cache = {} if cache is None else cache
     metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
@@ -133,7 +133,7 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
 
         unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
-    return Graph(str(p), nodes, metadata, unknown_peers)
+    return Graph(p, nodes, metadata, unknown_peers)
 
 
 def _may_share(n: Node) -> bool:
@@ -142,7 +142,7 @@ def _may_share(n: Node) -> bool:
     return not n.is_cpu_op and n.type not in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 
 
-def _warn_host_launchers(path: Path, nodes: dict[int, Node]) -> None:
+def _warn_host_launchers(path: str, nodes: dict[int, Node]) -> None:
     launchers = [n.id for n in nodes.values() if n.host_launcher]
     if launchers:
         shown = ", ".join(map(str, launchers[:5])) + (", ..." if len(launchers) > 5 else "")
@@ -176,14 +176,14 @@ class _RawNodes:
         return node
 
 
-def _parse_nodes(p: Path, cache: dict[bytes, Node], clone: bool = True) -> tuple[Any, dict[int, Node], list[bytes]]:
+def _parse_nodes(p: str, cache: dict[bytes, Node], clone: bool = True) -> tuple[Any, dict[int, Node], list[bytes]]:
     try:
         metadata, frames, starts = read_et_split(p, read_only=True)
         # decode every new message first: a corrupt file is named before any field rule
         fresh = {}
         for i, f in enumerate(frames):
             if f not in cache and f not in fresh:
-                fresh[f] = read_node_fields(f, str(p), i, starts[i])  # chakra_proto.wire.fields_of
+                fresh[f] = read_node_fields(f, p, i, starts[i])  # chakra_proto.wire.fields_of
     except EtFormatError as e:
         raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
     nodes: dict[int, Node] = {}
@@ -203,7 +203,7 @@ def _where(nid: int, name: str) -> str:
     return f"node {nid}" + (f" ({name!r})" if name else "")
 
 
-def _get_int(path: Path, n: Node, attrs: dict, key: str, required: bool = False,
+def _get_int(path: str, n: Node, attrs: dict, key: str, required: bool = False,
              minimum: int | None = None) -> int | None:
     """The integer value of the node's attribute ``key`` (None where it has none), checked."""
     a = attrs.get(key)
@@ -219,7 +219,7 @@ def _get_int(path: Path, n: Node, attrs: dict, key: str, required: bool = False,
     return v
 
 
-def _parse_node(path: Path, fields: tuple, index: int) -> Node:
+def _parse_node(path: str, fields: tuple, index: int) -> Node:
     """One node from its fields (chakra_proto.wire.fields_of), checked."""
     nid, name, t, ctrl_deps, data_deps, micros, inputs, attrs = fields
     n = Node()

@@ -39,8 +39,7 @@ from __future__ import annotations
 import bisect
 import warnings
 from collections import Counter
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from chakra_proto.attrs import int_value
@@ -50,12 +49,15 @@ from workload.comm_names import (PEER_ARGS, RECV, SEND, SIMULATED, backend_kind,
 from workload.errors import WorkloadError
 from workload.sparse_tensors import MAKERS, PARTS, SAYS_PARTS, SparseParts
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 _COMM_NODES = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 _P2P = {SEND: pb.COMM_SEND_NODE, RECV: pb.COMM_RECV_NODE}
 _PEER_ATTRS = ("comm_peer", "peer")
 
 
-def recognise_host_comms(path: Path, nodes: dict[int, Any], raw: dict[int, Any]) -> list[int]:
+def recognise_host_comms(path: str | Path, nodes: dict[int, Any], raw: dict[int, Any]) -> list[int]:
     """Turn the CPU operators that are communication into communication nodes (in place), and
     fill in the peers of send/recv nodes that lack them; one warning per file. Returns the ids
     of send/recv nodes whose peer the file does not say (the rank running it may tell)."""
@@ -127,7 +129,7 @@ class _Order:
         return self.attr(nid, "tid")
 
 
-def _pair(path: Path, ops: list[Any], raw: dict[int, Any], order: _Order) -> list[tuple[Any | None, Any | None]]:
+def _pair(path: str | Path, ops: list[Any], raw: dict[int, Any], order: _Order) -> list[tuple[Any | None, Any | None]]:
     """(launcher, backend record) per collective: a dispatcher op (``c10d::allreduce_``) and the
     backend record it started (``gloo:all_reduce``), either of them None where the file holds only
     the other. Pairs by identity, never by Chakra's dependency edges (the execution trace files a
@@ -175,7 +177,7 @@ def _may_be_of(launcher: Any, record: Any, raw: dict[int, Any]) -> bool:
     return lg is None or bg is None or lg == bg
 
 
-def _place_under(path: Path, record: Any, launcher: Any, nodes: dict[int, Any], topo: dict[int, int]) -> None:
+def _place_under(path: str | Path, record: Any, launcher: Any, nodes: dict[int, Any], topo: dict[int, int]) -> None:
     """Make the backend record depend on its dispatcher op alone, so that the collective starts
     where the rank started it: the execution trace files a record that gloo ends on its worker
     thread under whatever op was open then, and Chakra's converter keeps that parent, which can put
@@ -252,7 +254,7 @@ def settle_unknown_peers(path: str | Path, nodes: dict[int, Any], unknown: list[
                   "the world has 2 ranks, so it is the other one", stacklevel=3)
 
 
-def _make_comm(path: Path, n: Any, kind: str, rn: Any, launcher: Any | None,
+def _make_comm(path: str | Path, n: Any, kind: str, rn: Any, launcher: Any | None,
                sparse_bytes: Callable[[list[int]], int]) -> None:
     args = _args(rn)
     largs = _args(launcher) if launcher is not None else {}
@@ -292,7 +294,7 @@ def _make_comm(path: Path, n: Any, kind: str, rn: Any, launcher: Any | None,
     n.duration_ns = 0
 
 
-def _infer_p2p_peers(path: Path, nodes: dict[int, Any], raw: dict[int, Any]) -> list[int]:
+def _infer_p2p_peers(path: str | Path, nodes: dict[int, Any], raw: dict[int, Any]) -> list[int]:
     """Send/recv nodes that name neither peer nor tag (as Chakra's converter writes them) take
     both from a peer attribute or from the launching op's arguments (up to 3 levels up).
     Returns the ids of those whose peer the file does not say."""
@@ -386,7 +388,7 @@ def _size(args: dict[str, tuple]) -> int:
     return shape_bytes(entry[2], entry[1])
 
 
-def _sparse_bytes(path: Path, n: Any, tensor_ids: list[int], parts: "SparseParts", at: int) -> int:
+def _sparse_bytes(path: str | Path, n: Any, tensor_ids: list[int], parts: "SparseParts", at: int) -> int:
     """Bytes of the indices and values of the sparse tensors ``tensor_ids`` that a sparse
     all-reduce sends (workload/sparse_tensors.py), as seen nearest its dispatcher op's start."""
     total = 0
@@ -423,7 +425,7 @@ def _literal(text: str) -> list:
     return v if isinstance(v, list) else []
 
 
-def _warn(path: Path, made: Counter, kept: Counter) -> None:
+def _warn(path: str | Path, made: Counter, kept: Counter) -> None:
     total = sum(made.values())
     what = ", ".join(f"{k} {made[k]}" for k in sorted(made))
     msg = (f"{path}: recognised {total} communication operator(s) among the CPU operators ({what}), as Chakra's "

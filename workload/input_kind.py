@@ -8,6 +8,7 @@ checks look at the file's name and first bytes only, so they cost nothing on the
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from pathlib import Path
 
@@ -27,8 +28,9 @@ def pytorch_command(host: str, device: str) -> str:
             f"python -m workload.convert pytorch --host-trace {host} --device-trace {device} -o OUT/PREFIX")
 
 
-def describe_file(path: Path) -> str | None:
+def describe_file(path: str | os.PathLike) -> str | None:
     """What ``path`` is and how to convert it, when it is a kind we know; None otherwise."""
+    path = Path(path)
     try:
         with open(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
@@ -60,8 +62,9 @@ def describe_file(path: Path) -> str | None:
             "folder with python -m workload.convert triosim --trace-dir DIR ...")
 
 
-def describe_folder(folder: Path) -> str | None:
+def describe_folder(folder: str | os.PathLike) -> str | None:
     """A folder without ET files: is it (half of) a TrioSim trace, or a folder of traces to convert?"""
+    folder = Path(folder)
     present = [n for n in TRIOSIM_FILES if (folder / n).is_file()]
     if len(present) == 1:
         missing = TRIOSIM_FILES[1 - TRIOSIM_FILES.index(present[0])]

@@ -1,26 +1,29 @@
 """Find and load a workload's ET files: ``PREFIX`` (``PREFIX.{rank}.et``), a folder of such
-files, or one ``.et``/``.pb`` file that every rank runs."""
+files, or one ``.et``/``.pb`` file that every rank runs.
+
+Paths are strings named as pathlib would name them (network/files.py: a run does not import
+pathlib), as messages and the report show them."""
 from __future__ import annotations
 
 import os
 import re
 import warnings
-from pathlib import Path
 
+from network.files import is_dir, is_file, path_join, path_parent, path_str
 from workload.errors import WorkloadError
 from workload.graph import Graph, Node, load_graph
 
 _RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
 
-def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
+def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[str]:
     """One path per rank (the same path repeated when one file is shared)."""
-    p = Path(spec)
-    if p.is_dir():
-        groups: dict[str, dict[int, Path]] = {}
-        for f in sorted(p.iterdir()):
-            m = _RANK_FILE.match(f.name)
-            if m and f.is_file():
+    p = path_str(spec)
+    if is_dir(p):
+        groups: dict[str, dict[int, str]] = {}
+        for name in sorted(os.listdir(p)):
+            m = _RANK_FILE.match(name)
+            if m and is_file(f := path_join(p, name)):
                 groups.setdefault(m["prefix"], {})[int(m["rank"])] = f
         if not groups:
             from workload.input_kind import describe_folder  # what the folder is instead: errors only
@@ -29,33 +32,33 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[Path]:
         if len(groups) > 1:
             raise WorkloadError(p, "", f"folder holds several workloads ({', '.join(sorted(groups))}); pass one prefix")
         (prefix, files), = groups.items()
-        return _check_ranks(p / prefix, files, npus_count)
-    if p.is_file():
+        return _check_ranks(path_join(p, prefix), files, npus_count)
+    if is_file(p):
         _warn_if_siblings(p, npus_count)
         return [p] * npus_count
-    files: dict[int, Path] = {}
-    parent = p.parent if str(p.parent) else Path(".")
-    if parent.is_dir():
-        pat = re.compile(re.escape(p.name) + r"\.(\d+)\.et$")
-        for f in parent.iterdir():
-            m2 = pat.match(f.name)
+    files: dict[int, str] = {}
+    parent = path_parent(p)
+    if is_dir(parent):
+        pat = re.compile(re.escape(os.path.basename(p)) + r"\.(\d+)\.et$")
+        for name in os.listdir(parent):
+            m2 = pat.match(name)
             if m2:
-                files[int(m2[1])] = f
+                files[int(m2[1])] = path_join(parent, name)
     if not files:
         raise WorkloadError(p, "", f"workload not found: no file {p}, no folder {p}, and no files {p}.<rank>.et")
     return _check_ranks(p, files, npus_count)
 
 
-def _warn_if_siblings(path: Path, npus_count: int) -> None:
+def _warn_if_siblings(path: str, npus_count: int) -> None:
     """One file of a per-rank set run by every rank is almost always a mistake: say so."""
-    m = _RANK_FILE.match(path.name)
+    m = _RANK_FILE.match(os.path.basename(path))
     if m is None:
         return
     pat = re.compile(re.escape(m["prefix"]) + r"\.(\d+)\.et$")
-    ranks = sorted(int(m2[1]) for f in path.parent.iterdir() if (m2 := pat.match(f.name)))
+    ranks = sorted(int(m2[1]) for name in os.listdir(path_parent(path)) if (m2 := pat.match(name)))
     if ranks == [int(m["rank"])]:
         return
-    prefix = path.parent / m["prefix"]
+    prefix = path_join(path_parent(path), m["prefix"])
     if ranks == list(range(npus_count)):
         advice = f"pass the prefix {prefix} to give each rank its own"
     else:
@@ -72,7 +75,7 @@ def _ranks_text(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
-def _check_ranks(prefix: Path, files: dict[int, Path], npus_count: int) -> list[Path]:
+def _check_ranks(prefix: str, files: dict[int, str], npus_count: int) -> list[str]:
     missing = [r for r in range(npus_count) if r not in files]
     extra = sorted(r for r in files if r >= npus_count)
     if missing or extra:
@@ -93,7 +96,7 @@ def _check_ranks(prefix: Path, files: dict[int, Path], npus_count: int) -> list[
 def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph]:
     """Per-rank graphs; ranks that share a file share one Graph object."""
     paths = resolve_workload(spec, npus_count)
-    cache: dict[Path, Graph] = {}
+    cache: dict[str, Graph] = {}
     nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
     shared: dict[bytes, list[Node]] = {}  # linked Nodes per node message (shared_nodes.py)
     out = []
@@ -111,13 +114,13 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     return out
 
 
-def _load(path: Path, nodes: dict[bytes, Node], shared: dict[bytes, list[Node]]) -> Graph:
+def _load(path: str, nodes: dict[bytes, Node], shared: dict[bytes, list[Node]]) -> Graph:
     try:
         return load_graph(path, nodes, shared)
     except WorkloadError:
         from workload.input_kind import describe_file  # errors only: not at start-up
 
-        kind = describe_file(path) if path.is_file() else None  # only now: success costs no extra read
+        kind = describe_file(path) if is_file(path) else None  # only now: success costs no extra read
         if kind is None:
             raise
         raise WorkloadError(path, "", kind) from None

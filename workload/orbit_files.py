@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, NamedTuple
 
+from network.files import is_file, path_str
 from workload.errors import WorkloadError
 from workload.graph import Graph, load_graph
 
@@ -29,7 +29,7 @@ FORMAT = "dtsim-orbits/1"
 
 
 class OrbitDeclaration(NamedTuple):
-    path: Path
+    path: str  # as pathlib names it (network/files.py: a run does not import pathlib)
     ranks: int
     representatives: list[int]
     rotate: list[list[int]]  # families, as communicator-group ids
@@ -37,11 +37,12 @@ class OrbitDeclaration(NamedTuple):
 
 def find_declaration(spec: str | os.PathLike, npus_count: int) -> OrbitDeclaration | None:
     """``PREFIX.orbits.json`` beside a workload prefix, read and checked; None if there is none."""
-    path = Path(f"{spec}.orbits.json")
-    if not path.is_file():
+    path = path_str(f"{spec}.orbits.json")
+    if not is_file(path):
         return None
     try:
-        data = json.loads(path.read_text())
+        with open(path) as f:
+            data = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise WorkloadError(path, "", f"not a JSON orbit declaration: {e}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -84,8 +85,8 @@ def load_representatives(spec: str | os.PathLike, decl: OrbitDeclaration) -> lis
     shared: dict[bytes, list[Any]] = {}
     own = {}
     for r in decl.representatives:
-        path = Path(f"{spec}.{r}.et")
-        if not path.is_file():
+        path = path_str(f"{spec}.{r}.et")
+        if not is_file(path):
             raise WorkloadError(path, "", f"{decl.path} names rank {r} a representative, but its file is missing")
         own[r] = load_graph(path, cache, shared)
     first = own[decl.representatives[0]]

@@ -13,15 +13,17 @@ which names the error or warns exactly as before.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from workload.dependencies import _warn as warn_ignored_ctrl_deps
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts
 
 
-def link_shared(path: Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
+def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
                 may_share: Callable[[Any], bool]) -> dict[int, Any] | None:
     """The file's linked nodes by id, shared through ``shared`` (node bytes → linked Nodes);
     None where the file needs the full linking of workload/dependencies.py. ``entries`` are the

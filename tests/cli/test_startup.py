@@ -34,6 +34,8 @@ UNUSED = {
     "network.topology_gen": "graphs",
     # argparse's formatter looks the width up through shutil (+ bz2, lzma: 0.7 MB) unless told it
     "shutil": "system.main._HelpFormatter",
+    # pathlib, with urllib.parse and ipaddress (~4 ms, 0.6 MB of peak RSS): network/files.py's path functions
+    "pathlib": "network/files.py",
 }
 CASES = {  # network suffix, system file, flags
     "symmetric, default system": (".yml", None, []),
@@ -67,6 +69,44 @@ def test_a_small_run_does_not_import_what_it_does_not_use(tmp_path: Path, case: 
     rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert rc == 0 and "end 99640 cycles" in out.stdout  # ASTRA-sim's 16-NPU 1 MB ring all-reduce
     assert loaded == [], {m: UNUSED[m] for m in loaded}
+
+
+def test_runs_with_more_files_do_not_import_pathlib(tmp_path: Path) -> None:
+    """No pathlib (see UNUSED) where the cases above do not go either: a folder as
+    --workload, communicator groups, remote memory, a JSON report, host-side CPU ops and gloo
+    collectives (workload/host_comms.py), and ETs run from a shared prefix's first file."""
+    import gzip
+
+    write_collective_microbenchmark(tmp_path / "ar" / "ar", 16, "ALL_REDUCE", 1 << 20)
+    (tmp_path / "gloo").mkdir()
+    for r in range(4):
+        src = ROOT / "tests" / "data" / "chakra_gloo" / "ddp_bn_w4" / f"chakra.{r}.et.gz"
+        (tmp_path / "gloo" / f"chakra.{r}.et").write_bytes(gzip.decompress(src.read_bytes()))
+    for n in (4, 16):
+        (tmp_path / f"ring{n}.yml").write_text(f"topology: [ Ring ]\nnpus_count: [ {n} ]\nbandwidth: [ 50.0 ]\n"
+                                               "latency: [ 500.0 ]\n")
+    (tmp_path / "groups.json").write_text('{"1": [0, 1, 2, 3, 4, 5, 6, 7]}\n')
+    (tmp_path / "mem.json").write_text('{"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 10, '
+                                       '"remote-mem-bw": 50}\n')
+    runs = [
+        ["--workload", f"{tmp_path}/ar/", "--network", f"{tmp_path}/ring16.yml", "--comm-group-configuration",
+         f"{tmp_path}/groups.json", "--remote-memory-configuration", f"{tmp_path}/mem.json", "--report",
+         f"{tmp_path}/out/r.json", "--backend", "congestion-aware", "--no-symmetry", "--no-batching"],
+        ["--workload", f"{tmp_path}/gloo/chakra", "--network", f"{tmp_path}/ring4.yml",
+         "--report", f"{tmp_path}/g.json"],
+        ["--workload", f"{tmp_path}/ar/ar.0.et", "--network", f"{tmp_path}/ring16.yml"],
+    ]
+    code = (
+        "import sys, json\n"
+        "from system.main import main\n"
+        f"rcs = [main([*argv, '--quiet']) for argv in {runs!r}]\n"
+        "print(json.dumps([rcs, 'pathlib' in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    rcs, loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rcs == [0, 0, 0], out.stderr
+    assert "recognised" in out.stderr and (tmp_path / "out" / "r.json").is_file() and (tmp_path / "g.json").is_file()
+    assert not loaded, "a run imported pathlib"
 
 
 def test_the_triosim_package_still_offers_its_names_lazily() -> None:

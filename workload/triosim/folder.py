@@ -2,10 +2,15 @@
 nothing of the converter."""
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+from network.files import is_dir, is_file, path_join
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def is_trace_dir(path: str | Path) -> bool:
     """True if ``path`` is a folder holding both TrioSim CSVs (for ``--workload DIR``)."""
-    p = Path(path)
-    return p.is_dir() and (p / "tensor.csv").is_file() and (p / "trace.csv").is_file()
+    # network/files.py's path functions, not pathlib: every run asks
+    return is_dir(path) and is_file(path_join(path, "tensor.csv")) and is_file(path_join(path, "trace.csv"))
