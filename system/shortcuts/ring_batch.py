@@ -68,7 +68,7 @@ def prove_on_pipes(graphs: Sequence[Any], config: Any, groups: dict[int, list[in
     npus = len(graphs)
     seen: set[int] = set()
     types: set[tuple[int, bool]] = set()
-    compute: dict[int, tuple] = {}  # graph → its compute, in node order (a rank's times to its collectives)
+    compute: dict[int, tuple] = {}  # graph → its compute nodes in id order (what paces a rank to its collectives)
     used: set[str] = set()  # the groups of its collectives ("" the world)
     for g in graphs:
         if id(g) in seen:
