@@ -33,33 +33,109 @@ _QUOTED = r"'[ !#-&(-~]*'|\"[ !#-\[\]-~]*\""  # no quote of either kind inside, 
 _SCALAR = rf"(?:{_FLOAT}|{_INT}|{_WORD}|{_QUOTED})"
 # outside a list a plain scalar may hold spaces ("description: fitted to x.txt"); no ':' or '#'
 _TEXT = r"[A-Za-z_][A-Za-z0-9_.,/()+=%-]*(?: +[A-Za-z0-9_.,/()+=%-]+)+"
+_TEXT_MARKS = "_.,/()+=%-"  # what _TEXT allows besides letters and digits
 _END = r"[ ]*(?:[ ]#.*)?"  # a comment needs a space before its '#'
-_LINE = re.compile(rf"(?P<key>{_KEY}):[ ]+(?:(?P<scalar>{_SCALAR}|{_TEXT})|\[[ ]*(?P<items>[^\]]*)\]){_END}")
-_ITEM = re.compile(rf"({_SCALAR})[ ]*(,[ ]*)?")
-_BLANK = re.compile(r"[ ]*(?:#.*)?")
-_OPEN = re.compile(rf"(?P<key>{_KEY}):{_END}")  # a key whose list follows, an item per line
-_DASH = re.compile(rf"(?P<indent>[ ]*)-[ ]+(?P<scalar>{_SCALAR}){_END}")
-_NOT_ASCII_LINES = re.compile(r"[^\n -~]")  # tabs, CR, control and non-ASCII characters
 # YAML 1.1 reads these words as booleans or null (PyYAML's resolver), in any case we decline them
 _NOT_STRINGS = frozenset({"yes", "no", "true", "false", "on", "off", "null"})
 _DECLINED = object()
+_patterns: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled() -> dict[str, re.Pattern[str]]:
+    """The full grammar's patterns, compiled on first use: compiling them is ~3 ms, a tenth of a
+    plain run's imports, and the common files (one ``key: [a, b]`` or ``key: scalar`` a line) are
+    read by _read_simple without them."""
+    if not _patterns:
+        _patterns.update(
+            line=re.compile(rf"(?P<key>{_KEY}):[ ]+(?:(?P<scalar>{_SCALAR}|{_TEXT})|\[[ ]*(?P<items>[^\]]*)\]){_END}"),
+            item=re.compile(rf"({_SCALAR})[ ]*(,[ ]*)?"),
+            blank=re.compile(r"[ ]*(?:#.*)?"),
+            open=re.compile(rf"(?P<key>{_KEY}):{_END}"),  # a key whose list follows, an item per line
+            dash=re.compile(rf"(?P<indent>[ ]*)-[ ]+(?P<scalar>{_SCALAR}){_END}"),
+        )
+    return _patterns
 
 
 def read_flat_yaml(text: str) -> dict[str, Any] | None:
     """The mapping ``yaml.safe_load(text)`` gives, or None when the text is not flat YAML."""
-    if _NOT_ASCII_LINES.search(text):
+    # printable ASCII lines only: no tabs, CR, control or non-ASCII characters
+    if not text.isascii() or not text.replace("\n", "").isprintable():
         return None
     if text.lstrip(" \n").startswith("{"):
         return _json(text)
+    simple = _read_simple(text)
+    return simple if simple is not None else _read_full(text)
+
+
+def _read_simple(text: str) -> dict[str, Any] | None:
+    """The common shape without regular expressions: each line blank, a comment, ``key: scalar``,
+    ``key: words with spaces`` or ``key: [a, b]`` (with an optional comment), the scalars numbers
+    or words. None where any
+    line is anything else: _read_full then reads (or declines) the whole text. What this accepts,
+    _read_full reads the same (a test holds the two together)."""
+    out: dict[str, Any] = {}
+    for line in text.split("\n"):
+        at = line.find("#")
+        if at >= 0:
+            if not line[:at].strip(" "):
+                continue  # a comment line
+            if line[at - 1] != " ":
+                return None  # '#' without a space before it is not a comment
+            line = line[:at]
+        line = line.rstrip(" ")
+        if not line:
+            continue
+        key, sep, value = line.partition(": ")
+        if not sep or not _is_name(key, "_-") or key in out or key.lower() in _NOT_STRINGS:
+            return None
+        value = value.lstrip(" ")
+        if value.startswith("["):
+            if not value.endswith("]") or "]" in value[:-1]:
+                return None
+            inner = value[1:-1].strip(" ")
+            items: list[Any] = []
+            for item in inner.split(",") if inner else ():
+                v = _simple_scalar(item.strip(" "))
+                if v is _DECLINED:
+                    return None
+                items.append(v)
+            out[key] = items
+        elif " " in value:  # words with spaces between: _TEXT
+            words = [w for w in value.split(" ") if w]
+            if not _is_name(words[0], _TEXT_MARKS) or not all(_is_name("a" + w, _TEXT_MARKS) for w in words[1:]):
+                return None
+            out[key] = value
+        else:
+            v = _simple_scalar(value)
+            if v is _DECLINED:
+                return None
+            out[key] = v
+    return out or None
+
+
+def _simple_scalar(s: str) -> Any:
+    """A number or a word as _scalar types it; _DECLINED for anything else (quotes, spaces)."""
+    if _is_int(s):
+        return int(s)
+    if _is_float(s):
+        return float(s)
+    if _is_name(s, "_.-") and s.lower() not in _NOT_STRINGS:
+        return s
+    return _DECLINED
+
+
+def _read_full(text: str) -> dict[str, Any] | None:
+    p = _compiled()
+    line_re, open_re, blank_re, dash_re = p["line"], p["open"], p["blank"], p["dash"]
     out: dict[str, Any] = {}
     block: list[Any] | None = None  # the list of the last "key:" line, while its items are read
     indent: str | None = None
     for line in text.split("\n"):
-        m = _LINE.fullmatch(line) or _OPEN.fullmatch(line)
+        m = line_re.fullmatch(line) or open_re.fullmatch(line)
         if m is None:
-            if _BLANK.fullmatch(line):
+            if blank_re.fullmatch(line):
                 continue
-            d = _DASH.fullmatch(line)
+            d = dash_re.fullmatch(line)
             if d is None or block is None or (indent is not None and d["indent"] != indent):
                 return None  # not flat, an item with no "key:" above it, or a ragged list
             indent = d["indent"]
@@ -73,7 +149,7 @@ def read_flat_yaml(text: str) -> dict[str, Any] | None:
         key = m["key"]
         if key in out or key.lower() in _NOT_STRINGS:
             return None  # a repeated key, or one PyYAML would read as True/False/None
-        if m.re is _OPEN:
+        if m.re is open_re:
             block, indent = [], None
             out[key] = block
             continue
@@ -90,9 +166,10 @@ def read_flat_yaml(text: str) -> dict[str, Any] | None:
 def _items(text: str) -> Any:
     """The scalars of a one-line ``[a, b]``: a comma after each but the last."""
     out: list[Any] = []
+    item_re = _compiled()["item"]
     pos, n = 0, len(text.rstrip(" "))
     while pos < n:
-        m = _ITEM.match(text, pos)
+        m = item_re.match(text, pos)
         if m is None or (m[2] is None) != (m.end() >= n):
             return _DECLINED  # not a scalar, a missing comma, or a trailing one
         v = _scalar(m[1])
@@ -103,17 +180,46 @@ def _items(text: str) -> Any:
     return out
 
 
-_IS_INT = re.compile(_INT)
-_IS_FLOAT = re.compile(_FLOAT)
+def _is_int(s: str) -> bool:
+    """s matches _INT whole."""
+    body = s[1:] if s[:1] in ("-", "+") else s
+    return body.isascii() and body.isdigit() and (body == "0" or (body[0] != "0" and len(body) <= 31))
+
+
+def _is_float(s: str) -> bool:
+    """s matches _FLOAT whole."""
+    body = s[1:] if s[:1] in ("-", "+") else s
+    e = max(body.find("e"), body.find("E"))
+    if e >= 0:
+        exp = body[e + 1:]
+        if exp[:1] not in ("-", "+") or not _digits(exp[1:]):
+            return False
+        body = body[:e]
+    whole, dot, frac = body.partition(".")
+    return bool(dot) and _digits(whole) and (not frac or _digits(frac))
+
+
+def _digits(s: str) -> bool:
+    return s.isascii() and s.isdigit()
+
+
+def _is_name(s: str, extra: str) -> bool:
+    """s is a letter or '_', then letters, digits and the characters of ``extra`` (_KEY: "_-",
+    _WORD: "_.-")."""
+    if not s or not s.isascii() or not (s[0].isalpha() or s[0] == "_"):
+        return False
+    for c in extra:
+        s = s.replace(c, "")
+    return not s or s.isalnum()
 
 
 def _scalar(s: str) -> Any:
     """One scalar that matched _SCALAR whole, typed as PyYAML's resolver types it."""
     if s[0] in "'\"":
         return s[1:-1]
-    if _IS_INT.fullmatch(s):
+    if _is_int(s):
         return int(s)
-    if _IS_FLOAT.fullmatch(s):
+    if _is_float(s):
         return float(s)
     return _DECLINED if s.lower() in _NOT_STRINGS else s  # a _WORD or a _TEXT
 
@@ -138,13 +244,13 @@ def _json(text: str) -> dict[str, Any] | None:
 
 
 def _json_float(s: str) -> float:
-    if not _IS_FLOAT.fullmatch(s):
+    if not _is_float(s):
         raise _NotAsYaml
     return float(s)
 
 
 def _json_int(s: str) -> int:
-    if not _IS_INT.fullmatch(s):  # JSON's integers are YAML's, up to the 31 digits _INT allows
+    if not _is_int(s):  # JSON's integers are YAML's, up to the 31 digits _INT allows
         raise _NotAsYaml
     return int(s)
 

@@ -156,3 +156,63 @@ def test_a_list_an_item_per_line_is_read_only_at_one_indentation() -> None:
         ours = read_flat_yaml(text)
         assert ours is None or _same(ours, _safe_load(text)), (text, ours, _safe_load(text))
         assert ours is None, text  # each of these is declined: PyYAML reads them otherwise or not at all
+
+
+def test_the_simple_reader_reads_what_it_accepts_as_the_full_grammar_does() -> None:
+    """_read_simple (no regular expressions: the common files) answers only where _read_full
+    answers the same; on the generated documents it answers often enough to matter."""
+    from network.flat_yaml import _read_full, _read_simple
+
+    rng = random.Random(29)
+    simple = 0
+    for i in range(3000):
+        text = _document(rng)
+        ours = _read_simple(text)
+        if ours is not None:
+            simple += 1
+            full = _read_full(text)
+            assert full is not None and _same(ours, full), f"document {i}: {text!r}: simple {ours!r}, full {full!r}"
+    assert simple > 300, simple
+    project = [p for p in [*ROOT.glob("examples/**/*.yml"), *ROOT.glob("tests/**/*.yml")] if p.is_file()]
+    flat = [p for p in project if _read_full(p.read_text(encoding="utf-8", errors="replace")) is not None]
+    assert flat and all(_read_simple(p.read_text()) is not None for p in flat
+                        if "-" not in "".join(line.lstrip(" ")[:1] for line in p.read_text().split("\n"))), \
+        "a flat example network without item-per-line lists should not need the regular expressions"
+
+
+def test_scalar_predicates_match_the_grammar_whole() -> None:
+    """_is_int, _is_float and _is_name are _INT, _FLOAT, _KEY, _WORD and _TEXT's words without re."""
+    import re
+
+    from network.flat_yaml import _FLOAT, _INT, _KEY, _TEXT, _TEXT_MARKS, _WORD, _is_float, _is_int, _is_name
+
+    alphabet = "0123456789+-.eE_aZ: #'\"é\t²x"
+    rng = random.Random(3)
+    strings = {"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(20000)}
+    strings |= set(_GOOD + _NEAR_MISSES + _JSON_NUMBERS) | {"0" * 31, "1" + "0" * 30, "1" + "0" * 31, "-", "+", "_"}
+    for s in strings:
+        assert _is_int(s) == bool(re.fullmatch(_INT, s)), s
+        assert _is_float(s) == bool(re.fullmatch(_FLOAT, s)), s
+        assert _is_name(s, "_-") == bool(re.fullmatch(_KEY, s)), s
+        assert _is_name(s, "_.-") == bool(re.fullmatch(_WORD, s)), s
+    text_alphabet = "ab_Z09.,/()+=%- :#é'"
+    for _ in range(20000):
+        v = "".join(rng.choice(text_alphabet) for _ in range(rng.randint(1, 8))).strip(" ")
+        if " " in v:
+            words = [w for w in v.split(" ") if w]
+            ours = _is_name(words[0], _TEXT_MARKS) and all(_is_name("a" + w, _TEXT_MARKS) for w in words[1:])
+            assert ours == bool(re.fullmatch(_TEXT, v)), v
+
+
+def test_a_plain_network_file_compiles_no_regular_expression() -> None:
+    """The point of _read_simple: ASTRA-sim's network files are read without compiling the grammar."""
+    import subprocess
+    import sys
+
+    code = ("import network.flat_yaml as f\n"
+            "assert f.read_flat_yaml('topology: [ Ring, Switch ]  # c\\n# x\\nnpus_count: [ 8, 4 ]\\n"
+            "bandwidth: [ 50.0, 25.0 ]\\nlatency: [ 500.0, 500.0 ]\\nnote: fitted\\n') is not None\n"
+            "assert not f._patterns, f._patterns\n"
+            "assert f.read_flat_yaml('latency:\\n- 500.0\\n') == {'latency': [500.0]}\n"
+            "assert f._patterns\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
