@@ -28,13 +28,19 @@ typedef struct {
     struct spec *sub;
 } field;
 
+/* the fields node_fields reads, by name: their numbers are looked up once per class */
+enum { N_ID, N_NAME, N_TYPE, N_CTRL_DEPS, N_DATA_DEPS, N_DURATION_MICROS, N_INPUTS, N_ATTR, N_NAMED };
+
 typedef struct spec {
     PyObject *cls;
     field fields[MAX_FIELD + 1];
+    int named[N_NAMED]; /* field numbers of node_fields' names (0: no such field) */
 } spec;
 
 static PyObject *specs = NULL;   /* class -> capsule of its spec */
 static PyObject *str_oneof = NULL, *str_FIELDS = NULL, *str_ONEOF = NULL;
+static PyObject *str_id, *str_name, *str_type, *str_ctrl_deps, *str_data_deps, *str_duration_micros, *str_inputs,
+    *str_values, *str_attr, *str_empty, *zero;
 
 static int wire_of(int kind) {
     if (kind <= K_SINT64) return VARINT;
@@ -138,6 +144,11 @@ static spec *get_spec(PyObject *cls) {
         return NULL;
     }
     Py_DECREF(capsule);
+    PyObject *const names[N_NAMED] = {str_id, str_name, str_type, str_ctrl_deps, str_data_deps, str_duration_micros,
+                                      str_inputs, str_attr};
+    for (int k = 0; k < N_NAMED; k++)
+        for (int i = 1; i <= MAX_FIELD; i++)
+            if (s->fields[i].name == names[k]) s->named[k] = i; /* both interned */
     return s;
 }
 
@@ -214,126 +225,152 @@ static PyObject *read_scalar(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end
     return DECLINE;
 }
 
-/* the list behind a repeated field, created on first use (a new reference) */
-static PyObject *field_list(PyObject *d, PyObject *name) {
-    PyObject *lst = PyDict_GetItemWithError(d, name);
-    if (lst) return Py_NewRef(lst);
-    if (PyErr_Occurred()) return NULL;
-    lst = PyList_New(0);
-    if (lst && PyDict_SetItem(d, name, lst) < 0) Py_CLEAR(lst);
+/* A message's fields as read, by field number (new references; NULL: absent), and the number of
+ * the oneof member set (0: none). Reading into an array, not a dict, is what makes node_fields
+ * cheap: a dict per message and per attribute, and the hashing of every name, were most of its
+ * ~20k instructions per node. */
+typedef struct {
+    PyObject *v[MAX_FIELD + 1]; /* read only where ``set`` has the field's bit */
+    uint64_t set;               /* bit n-1: field n has a value */
+    int oneof;
+} slots_t;
+
+#define SLOTS_INIT(sl) ((sl).set = 0, (sl).oneof = 0)
+#define HAS(sl, n) (((sl)->set >> ((n) - 1)) & 1)
+#define GOT(sl, n) ((n) && HAS(sl, n) ? (sl)->v[n] : NULL)
+
+static void slots_clear(slots_t *sl) {
+    for (uint64_t m = sl->set; m; m &= m - 1) Py_DECREF(sl->v[__builtin_ctzll(m) + 1]);
+    sl->set = 0;
+}
+
+/* set field n to value (a new reference, replacing any before it) */
+static void slot_set(slots_t *sl, int n, PyObject *value) {
+    if (HAS(sl, n)) Py_DECREF(sl->v[n]);
+    sl->v[n] = value;
+    sl->set |= 1ULL << (n - 1);
+}
+
+static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s, int light);
+static PyObject *read_attr(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s);
+
+/* the list behind a repeated field, created on first use (a borrowed reference) */
+static PyObject *slot_list(slots_t *sl, int num) {
+    if (HAS(sl, num)) return sl->v[num];
+    PyObject *lst = PyList_New(0);
+    if (lst) slot_set(sl, num, lst);
     return lst;
 }
 
-/* light: each message a plain dict of what the class's instance would hold in its __dict__ (no
- * instance: node_fields reads the dicts and drops them); the same reads and the same declines */
-static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s, int light) {
-    PyObject *msg = light ? PyDict_New() : PyObject_CallNoArgs(s->cls);
-    if (!msg) return NULL;
-    PyObject *d = light ? Py_NewRef(msg) : PyObject_GenericGetDict(msg, NULL);
-    if (!d) goto error;
-    PyObject *oneof_name = NULL; /* borrowed: the oneof member set so far */
+/* 1 read, 0 decline, -1 error (the slots then hold what was read so far: the caller clears them).
+ * A message field's value is decode_message's (light or an instance), except field ``attr_num``
+ * (Node.attr in node_fields): read_attr's (name, (member, value)). */
+static int read_slots(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s, int light, slots_t *sl,
+                      int attr_num) {
     while (pos < end) {
         uint64_t tag;
         if (buf[pos] < 0x80) {
             tag = buf[pos++];
         } else if (!read_varint(buf, &pos, end, &tag)) {
-            goto decline;
+            return 0;
         }
         uint64_t num = tag >> 3;
-        if (num > MAX_FIELD || !s->fields[num].name) goto decline; /* unknown to et_def.proto */
+        if (num > MAX_FIELD || !s->fields[num].name) return 0; /* unknown to et_def.proto */
         field *f = &s->fields[num];
         int wire = (int)(tag & 7);
         PyObject *value;
         if (wire == LEN) {
             uint64_t size;
-            if (!read_varint(buf, &pos, end, &size) || size > (uint64_t)(end - pos)) goto decline;
+            if (!read_varint(buf, &pos, end, &size) || size > (uint64_t)(end - pos)) return 0;
             Py_ssize_t stop = pos + (Py_ssize_t)size;
             if (f->kind == K_STRING) {
                 value = PyUnicode_DecodeUTF8((const char *)buf + pos, stop - pos, NULL); /* strict */
                 if (!value) {
-                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto error;
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
                     PyErr_Clear();
-                    goto decline;
+                    return 0;
                 }
             } else if (f->kind == K_BYTES) {
                 value = PyBytes_FromStringAndSize((const char *)buf + pos, stop - pos);
-                if (!value) goto error;
+                if (!value) return -1;
             } else if (f->kind == K_MESSAGE) {
-                value = decode_message(buf, pos, stop, f->sub, light);
-                if (!value) goto error;
+                value = (int)num == attr_num ? read_attr(buf, pos, stop, f->sub)
+                                             : decode_message(buf, pos, stop, f->sub, light);
+                if (!value) return -1;
                 if (value == Py_None) {
                     Py_DECREF(value);
-                    goto decline;
+                    return 0;
                 }
             } else if (f->repeated) { /* packed scalars */
-                PyObject *lst = field_list(d, f->name);
-                if (!lst) goto error;
+                PyObject *lst = slot_list(sl, (int)num);
+                if (!lst) return -1;
                 while (pos < stop) {
                     PyObject *v = read_scalar(buf, &pos, stop, f->kind);
-                    if (v == DECLINE) {
-                        Py_DECREF(lst);
-                        goto decline;
-                    }
-                    if (!v || PyList_Append(lst, v) < 0) {
-                        Py_XDECREF(v);
-                        Py_DECREF(lst);
-                        goto error;
-                    }
+                    if (v == DECLINE) return 0;
+                    if (!v) return -1;
+                    int rc = PyList_Append(lst, v);
                     Py_DECREF(v);
+                    if (rc < 0) return -1;
                 }
-                Py_DECREF(lst);
                 continue;
             } else {
-                goto decline;
+                return 0;
             }
             pos = stop;
         } else if (f->kind != K_MESSAGE && f->kind != K_STRING && f->kind != K_BYTES && wire == wire_of(f->kind)) {
             value = read_scalar(buf, &pos, end, f->kind);
-            if (value == DECLINE) goto decline;
-            if (!value) goto error;
+            if (value == DECLINE) return 0;
+            if (!value) return -1;
         } else {
-            goto decline;
+            return 0;
         }
         if (f->repeated) {
-            PyObject *lst = field_list(d, f->name);
+            PyObject *lst = slot_list(sl, (int)num);
             int rc = lst ? PyList_Append(lst, value) : -1;
-            Py_XDECREF(lst);
             Py_DECREF(value);
-            if (rc < 0) goto error;
+            if (rc < 0) return -1;
             continue;
         }
-        if (f->kind == K_MESSAGE) {
-            int has = PyDict_Contains(d, f->name);
-            if (has) { /* protobuf merges the two (or an error) */
-                Py_DECREF(value);
-                if (has < 0) goto error;
-                goto decline;
-            }
+        if (f->kind == K_MESSAGE && HAS(sl, num)) { /* protobuf merges the two (or an error) */
+            Py_DECREF(value);
+            return 0;
         }
         if (f->oneof) {
-            if (oneof_name && oneof_name != f->name) { /* protobuf keeps the last member */
+            if (sl->oneof && sl->oneof != (int)num) { /* protobuf keeps the last member */
                 Py_DECREF(value);
-                goto decline;
+                return 0;
             }
-            oneof_name = f->name;
-            if (PyDict_SetItem(d, str_oneof, f->name) < 0) {
-                Py_DECREF(value);
-                goto error;
-            }
+            sl->oneof = (int)num;
         }
-        int rc = PyDict_SetItem(d, f->name, value);
-        Py_DECREF(value);
-        if (rc < 0) goto error;
+        slot_set(sl, (int)num, value);
     }
+    return 1;
+}
+
+/* light: each message a plain dict of what the class's instance would hold in its __dict__ (no
+ * instance); the same reads and the same declines */
+static PyObject *decode_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s, int light) {
+    slots_t sl;
+    SLOTS_INIT(sl);
+    int rc = read_slots(buf, pos, end, s, light, &sl, -1);
+    if (rc <= 0) {
+        slots_clear(&sl);
+        if (rc < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *msg = light ? PyDict_New() : PyObject_CallNoArgs(s->cls);
+    PyObject *d = !msg ? NULL : light ? Py_NewRef(msg) : PyObject_GenericGetDict(msg, NULL);
+    if (!d) goto error;
+    if (sl.oneof && PyDict_SetItem(d, str_oneof, s->fields[sl.oneof].name) < 0) goto error;
+    for (int i = 1; i <= MAX_FIELD; i++)
+        if (HAS(&sl, i) && PyDict_SetItem(d, s->fields[i].name, sl.v[i]) < 0) goto error;
+    slots_clear(&sl);
     Py_DECREF(d);
     return msg;
-decline:
-    Py_DECREF(d);
-    Py_DECREF(msg);
-    Py_RETURN_NONE;
 error:
+    slots_clear(&sl);
     Py_XDECREF(d);
-    Py_DECREF(msg);
+    Py_XDECREF(msg);
     return NULL;
 }
 
@@ -356,8 +393,6 @@ static PyObject *wire_decode(PyObject *Py_UNUSED(self), PyObject *const *args, P
     return decode_args(args, nargs, 0, "decode(data, cls)");
 }
 
-static PyObject *str_id, *str_name, *str_type, *str_ctrl_deps, *str_data_deps, *str_duration_micros, *str_inputs,
-    *str_values, *str_attr, *str_empty, *zero;
 
 /* d[key] as a new reference, else dflt */
 static PyObject *get_or(PyObject *d, PyObject *key, PyObject *dflt) {
@@ -373,74 +408,119 @@ static PyObject *get_tuple(PyObject *d, PyObject *key) {
     return PyList_AsTuple(v);
 }
 
-/* one attribute's (which, value): wire.node_fields's reading of an AttributeProto dict */
-static PyObject *attr_pair(PyObject *a) {
-    PyObject *which = PyDict_GetItemWithError(a, str_oneof);
-    if (!which) return PyErr_Occurred() ? NULL : PyTuple_Pack(2, Py_None, Py_None);
-    PyObject *v = PyDict_GetItemWithError(a, which);
-    if (!v) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "node_fields: a oneof member without its value");
-        return NULL;
+/* An attribute's name as the str already made for that name, where one was: a workload repeats
+ * a dozen names (comm_size, is_cpu_op, ...) on every node, and a str kept keeps its hash, so the
+ * attributes' dict need not hash each name again. Borrowed: the new one is released by its slot. */
+#define KNOWN_NAMES 32
+static PyObject *known_names[KNOWN_NAMES];
+static int known_count = 0;
+
+static PyObject *known_name(PyObject *name) {
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
+    if (!text) {
+        PyErr_Clear();
+        return name;
     }
-    if (PyDict_Check(v)) { /* a list member: its message's values */
-        PyObject *t = get_tuple(v, str_values);
-        if (!t) return NULL;
-        PyObject *r = PyTuple_Pack(2, which, t);
-        Py_DECREF(t);
-        return r;
+    for (int i = 0; i < known_count; i++) {
+        Py_ssize_t klen;
+        const char *ktext = PyUnicode_AsUTF8AndSize(known_names[i], &klen);
+        if (klen == len && memcmp(ktext, text, (size_t)len) == 0) return known_names[i];
     }
-    return PyTuple_Pack(2, which, v);
+    if (known_count < KNOWN_NAMES) known_names[known_count++] = Py_NewRef(name);
+    return name;
 }
 
-/* node_fields(data, Node): wire.node_fields in C, from the light decode */
+/* one AttributeProto as node_fields reads it: (name, (oneof member or None, value)), a list
+ * member's value the tuple of its values; None where wire declines */
+static PyObject *read_attr(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, spec *s) {
+    slots_t sl;
+    SLOTS_INIT(sl);
+    int rc = read_slots(buf, pos, end, s, 1, &sl, -1);
+    PyObject *out = NULL;
+    if (rc <= 0) {
+        slots_clear(&sl);
+        if (rc < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *name = GOT(&sl, s->named[N_NAME]), *pair;
+    name = name ? known_name(name) : str_empty;
+    if (!sl.oneof) {
+        pair = PyTuple_Pack(2, Py_None, Py_None);
+    } else {
+        field *f = &s->fields[sl.oneof];
+        PyObject *v = sl.v[sl.oneof];
+        if (f->kind == K_MESSAGE) { /* a list member: its message's values */
+            PyObject *t = get_tuple(v, str_values);
+            pair = t ? PyTuple_Pack(2, f->name, t) : NULL;
+            Py_XDECREF(t);
+        } else {
+            pair = PyTuple_Pack(2, f->name, v);
+        }
+    }
+    if (pair) {
+        out = PyTuple_Pack(2, name, pair);
+        Py_DECREF(pair);
+    }
+    slots_clear(&sl);
+    return out;
+}
+
+/* a repeated field's values as a tuple (absent: empty), from its slot */
+static PyObject *slot_tuple(PyObject *lst) {
+    return lst ? PyList_AsTuple(lst) : PyTuple_New(0);
+}
+
+/* node_fields(data, Node): wire.node_fields in C, read into slots (no dict per message) */
 static PyObject *wire_node_fields(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *d = decode_args(args, nargs, 1, "node_fields(data, Node)");
-    if (!d || d == Py_None) return d;
-    PyObject *out = PyTuple_New(8), *attrs = NULL;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "node_fields(data, Node) takes 2 arguments");
+        return NULL;
+    }
+    spec *s = get_spec(args[1]);
+    if (!s) return NULL;
+    int attr_num = s->named[N_ATTR];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    slots_t sl;
+    SLOTS_INIT(sl);
+    int rc = read_slots(view.buf, 0, view.len, s, 1, &sl, attr_num ? attr_num : -1);
+    PyBuffer_Release(&view);
+    PyObject *out = NULL, *attrs;
+    if (rc <= 0) {
+        slots_clear(&sl);
+        if (rc < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    out = PyTuple_New(8);
     if (!out) goto error;
-    PyObject *inputs = PyDict_GetItemWithError(d, str_inputs);
-    if (!inputs && PyErr_Occurred()) goto error;
-    for (int i = 0; i < 7; i++) {
-        PyObject *v;
+    for (int i = 0; i < 7; i++) { /* N_ID .. N_INPUTS */
+        PyObject *got = GOT(&sl, s->named[i]), *v;
         switch (i) {
-        case 0: v = get_or(d, str_id, zero); break;
-        case 1: v = get_or(d, str_name, str_empty); break;
-        case 2: v = get_or(d, str_type, zero); break;
-        case 3: v = get_tuple(d, str_ctrl_deps); break;
-        case 4: v = get_tuple(d, str_data_deps); break;
-        case 5: v = get_or(d, str_duration_micros, zero); break;
-        default: v = inputs ? get_or(inputs, str_values, str_empty) : Py_NewRef(Py_None);
+        case 1: v = Py_NewRef(got ? got : str_empty); break;
+        case 3: case 4: v = slot_tuple(got); break;
+        case 6: v = got ? get_or(got, str_values, str_empty) : Py_NewRef(Py_None); break;
+        default: v = Py_NewRef(got ? got : zero);
         }
         if (!v) goto error;
         PyTuple_SET_ITEM(out, i, v);
     }
     attrs = PyDict_New();
     if (!attrs) goto error;
-    PyObject *lst = PyDict_GetItemWithError(d, str_attr);
-    if (!lst && PyErr_Occurred()) goto error;
+    PyObject *lst = GOT(&sl, attr_num);
     for (Py_ssize_t i = 0; lst && i < PyList_GET_SIZE(lst); i++) {
-        PyObject *a = PyList_GET_ITEM(lst, i);
-        PyObject *name = PyDict_GetItemWithError(a, str_name);
-        if (!name) {
-            if (PyErr_Occurred()) goto error;
-            name = str_empty;
+        PyObject *a = PyList_GET_ITEM(lst, i); /* (name, pair) */
+        if (PyDict_SetDefault(attrs, PyTuple_GET_ITEM(a, 0), PyTuple_GET_ITEM(a, 1)) == NULL) {
+            Py_DECREF(attrs);
+            goto error;
         }
-        int has = PyDict_Contains(attrs, name);
-        if (has < 0) goto error;
-        if (has) continue; /* the first of a name counts */
-        PyObject *pair = attr_pair(a);
-        if (!pair) goto error;
-        int rc = PyDict_SetItem(attrs, name, pair);
-        Py_DECREF(pair);
-        if (rc < 0) goto error;
     }
     PyTuple_SET_ITEM(out, 7, attrs);
-    Py_DECREF(d);
+    slots_clear(&sl);
     return out;
 error:
-    Py_DECREF(d);
+    slots_clear(&sl);
     Py_XDECREF(out);
-    Py_XDECREF(attrs);
     return NULL;
 }
 
