@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import os
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from network.errors import NetworkConfigError
 from network.files import load_structured, path_str
 from network.graph_config import GRAPH_KEYS, apply_logical_dims, graph_topology
+from network.records import record
 from network.registry import canonical_name
 from network.topology import Dimension, Topology, TopologyKind
 
@@ -25,9 +26,10 @@ KNOWN_KEYS = LIST_KEYS + OPTIONAL_KEYS
 _LIST_KEYS, _OPTIONAL_KEYS = LIST_KEYS, OPTIONAL_KEYS
 
 
-class NetworkConfig(NamedTuple):
-    """A parsed network file. (A NamedTuple, not a dataclass: importing dataclasses is ~13 ms of
-    a small run's start-up.)"""
+@record
+class NetworkConfig:
+    """A parsed network file. (A named tuple, network/records.py, not a dataclass: importing
+    dataclasses is ~13 ms of a small run's start-up.)"""
 
     topology: Topology
     backend: str | None = None

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 import math
 from functools import cached_property
-from typing import NamedTuple
 
+from network.records import record
 from network.units import bw_gb_s_to_bytes_per_ns, message_delay_ns
 
 
@@ -22,9 +22,11 @@ class TopologyKind(enum.Enum):
     __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
 
 
-class Dimension(NamedTuple):
+@record
+class Dimension:
     """One network dimension: its building block, size, link bandwidth (GB/s) and latency (ns).
-    (A NamedTuple, not a dataclass: importing dataclasses is ~13 ms of a small run's start-up.)"""
+    (A named tuple, network/records.py, not a dataclass: importing dataclasses is ~13 ms of a
+    small run's start-up.)"""
 
     kind: TopologyKind
     npus_count: int

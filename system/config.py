@@ -11,10 +11,11 @@ import os
 import re
 import warnings
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import load_structured, path_str
+from network.records import record
 from system.errors import SystemConfigError
 
 #: the collectives that run on the network, by the names the system config gives their implementations
@@ -50,7 +51,8 @@ class ImplType(enum.Enum):
         return self in (ImplType.ONE_RING, ImplType.ONE_DIRECT, ImplType.ONE_HALVING_DOUBLING)
 
 
-class CollectiveImpl(NamedTuple):
+@record
+class CollectiveImpl:
     """One entry of an ``*-implementation`` list (ASTRA-sim: CollectiveImpl)."""
 
     type: ImplType
@@ -100,9 +102,10 @@ IGNORED_KEYS = {"boost-mode", "trace-enabled", "local-reduction-delay", "intra-d
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
-class SystemConfig(NamedTuple):
-    """A parsed system file. (NamedTuples, not dataclasses: importing dataclasses is ~13 ms of a
-    small run's start-up.)"""
+@record
+class SystemConfig:
+    """A parsed system file. (Named tuples, network/records.py, not dataclasses: importing
+    dataclasses is ~13 ms of a small run's start-up.)"""
 
     scheduling_policy: SchedulingPolicy = SchedulingPolicy.LIFO
     preferred_dataset_splits: int = 1

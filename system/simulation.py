@@ -10,13 +10,14 @@ import os
 import time
 import warnings
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from network.analytical.symmetric import SymmetricUnawareBackend
 from network.analytical.symmetric_aware import SymmetricAwareBackend
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.files import is_file, path_str
+from network.records import record
 from network.registry import DEFAULT_BACKEND, backend_class, canonical_name
 from system.comm_group import CommunicatorGroup, load_comm_groups
 from system.config import SystemConfig
@@ -83,7 +84,8 @@ class CollectiveMismatch(Deadlock):
         return f"stuck: at {self.time_ns} ns {self.error}"
 
 
-class SimulationResult(NamedTuple):  # not a dataclass: importing dataclasses is ~13 ms of start-up
+@record
+class SimulationResult:  # not a dataclass: importing dataclasses is ~13 ms of start-up
     backend: str
     npus_count: int
     finish_ns: list[int]

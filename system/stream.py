@@ -1,14 +1,17 @@
 """Chunks of a collective and their bookkeeping (ASTRA-sim: DataSet, CollectivePhase, StreamBaseline)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable
+
+from network.records import record
 
 if TYPE_CHECKING:
     from system.collective.algorithm import Algorithm
     from system.sys import Sys
 
 
-class CollectiveLabel(NamedTuple):
+@record
+class CollectiveLabel:
     """A collective's identity, carried by each of its messages: the network refuses to pair a
     message with a receive of another collective (network.errors.MessageMismatchError)."""
 

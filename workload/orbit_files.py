@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, NamedTuple
+from typing import Any
 
 from network.files import is_file, path_str
+from network.records import record
 from workload.errors import WorkloadError
 from workload.graph import Graph, load_graph
 
 FORMAT = "dtsim-orbits/1"
 
 
-class OrbitDeclaration(NamedTuple):
+@record
+class OrbitDeclaration:
     path: str  # as pathlib names it (network/files.py: a run does not import pathlib)
     ranks: int
     representatives: list[int]

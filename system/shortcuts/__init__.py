@@ -19,8 +19,9 @@ after a shortcut answered and compares (verify.py).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
+from network.records import record
 from system.shortcuts.decline import Decline
 from system.shortcuts.orbits import Orbits, prove as prove_orbits, prove_declared
 from system.shortcuts.representative import prove as prove_representative
@@ -29,7 +30,8 @@ from system.shortcuts.ring_batch import prove_on_pipes
 __all__ = ["Attempt", "Decline", "Orbits", "plan"]
 
 
-class Attempt(NamedTuple):
+@record
+class Attempt:
     name: str  # representative | orbits | batched | none (the every-event path)
     symmetry: Any  # per-dimension XOR flags (representative), Orbits, or None (every rank)
     batching: bool  # ring phases batched where the batcher proves them
