@@ -21,6 +21,7 @@ NODE_TYPES = NODE_TYPE_NAMES
 COLL_TYPES = COLLECTIVE_NAMES
 _P2P_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 SUPPORTED_COLLECTIVES = {pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL, pb.BROADCAST}
+_new = object.__new__
 
 
 class Node:
@@ -220,18 +221,21 @@ def _get_int(path: str, n: Node, attrs: dict, key: str, required: bool = False,
 
 
 def _parse_node(path: str, fields: tuple, index: int) -> Node:
-    """One node from its fields (chakra_proto.wire.fields_of), checked."""
+    """One node from its fields (chakra_proto.wire.fields_of), checked. (Written for the common
+    node, one per distinct message of a workload: no Node.__init__, no set of the dependencies
+    unless there are several, an attribute read only where the node has it.)"""
     nid, name, t, ctrl_deps, data_deps, micros, inputs, attrs = fields
-    n = Node()
+    if t not in NODE_TYPES:
+        raise WorkloadError(path, _where(nid, name), f"unknown node type {t}; expected one of "
+                            f"{', '.join(NODE_TYPES.values())}")
+    n = _new(Node)
+    n.children = []
     n.index = index
     n.id = nid
     n.name = name
     n.type = t
-    if t not in NODE_TYPES:
-        raise WorkloadError(path, _where(nid, name), f"unknown node type {t}; expected one of "
-                            f"{', '.join(NODE_TYPES.values())}")
-    n.data_deps = frozenset(data_deps)
-    if not ctrl_deps and len(n.data_deps) == len(data_deps):
+    n.data_deps = data_deps  # only read while linking: ``in`` on a few ids
+    if not ctrl_deps and (len(data_deps) < 2 or len(set(data_deps)) == len(data_deps)):
         n.parents = data_deps
     else:
         seen: set[int] = set()
@@ -245,10 +249,13 @@ def _parse_node(path: str, fields: tuple, index: int) -> Node:
 
     cpu = attrs.get("is_cpu_op")
     n.is_cpu_op = cpu is not None and cpu[0] in INTEGER_MEMBERS and bool(int(cpu[1]))
-    dns = _get_int(path, n, attrs, "duration_ns")
-    if dns is not None and dns < 0:
-        raise WorkloadError(path, _where(nid, name), "attribute 'duration_ns' must be >= 0")
-    n.duration_ns = dns if dns is not None else micros * 1000
+    if "duration_ns" in attrs:
+        dns = _get_int(path, n, attrs, "duration_ns")
+        if dns < 0:
+            raise WorkloadError(path, _where(nid, name), "attribute 'duration_ns' must be >= 0")
+        n.duration_ns = dns
+    else:
+        n.duration_ns = micros * 1000
     n.comm_type = n.comm_size = n.comm_src = n.comm_dst = n.comm_tag = None
     n.comm_priority = 0
     n.pg_name = ""
@@ -273,7 +280,8 @@ def _parse_node(path: str, fields: tuple, index: int) -> Node:
         n.comm_size = _get_int(path, n, attrs, "comm_size", required=True)
         if n.comm_size < 0:
             raise WorkloadError(path, _where(nid, name), f"comm_size must be >= 0, got {n.comm_size}")
-        n.comm_priority = _get_int(path, n, attrs, "comm_priority") or 0
+        if "comm_priority" in attrs:
+            n.comm_priority = _get_int(path, n, attrs, "comm_priority") or 0
         pg = attrs.get("pg_name")
         if pg is not None:
             if pg[0] == "string_val":
@@ -314,6 +322,8 @@ def _parse_node(path: str, fields: tuple, index: int) -> Node:
     elif t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
         n.tensor_size = _get_int(path, n, attrs, "tensor_size", required=True, minimum=0)
     elif t == pb.COMP_NODE:
-        n.num_ops = _get_int(path, n, attrs, "num_ops", minimum=0)
-        n.tensor_size = _get_int(path, n, attrs, "tensor_size", minimum=0)
+        if "num_ops" in attrs:
+            n.num_ops = _get_int(path, n, attrs, "num_ops", minimum=0)
+        if "tensor_size" in attrs:
+            n.tensor_size = _get_int(path, n, attrs, "tensor_size", minimum=0)
     return n
