@@ -524,9 +524,62 @@ error:
     return NULL;
 }
 
+/* split_frames(raw): ET framing (each message after a varint of its length, as io.split_et_bytes
+ * reads it) as ([message bytes], [offset of its length prefix]); None where the framing is not
+ * well formed (a length past the end, a prefix over 5 bytes), for split_et_bytes to name. */
+static PyObject *wire_split_frames(PyObject *Py_UNUSED(self), PyObject *raw) {
+    if (!PyBytes_Check(raw)) {
+        PyErr_SetString(PyExc_TypeError, "split_frames(raw: bytes)");
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(raw);
+    Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0;
+    PyObject *frames = PyList_New(0), *starts = PyList_New(0);
+    if (!frames || !starts) goto error;
+    while (pos < n) {
+        Py_ssize_t start = pos;
+        uint64_t size = 0;
+        int shift = 0;
+        for (;;) {
+            if (pos >= n) goto decline;
+            uint8_t b = buf[pos++];
+            size |= (uint64_t)(b & 0x7F) << shift;
+            if (!(b & 0x80)) break;
+            shift += 7;
+            if (pos - start >= 5) goto decline; /* longer than a 32-bit varint */
+        }
+        if (size > (uint64_t)(n - pos)) goto decline;
+        PyObject *f = PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)size);
+        if (!f) goto error;
+        int rc = PyList_Append(frames, f);
+        Py_DECREF(f);
+        if (rc < 0) goto error;
+        PyObject *at = PyLong_FromSsize_t(start);
+        if (!at) goto error;
+        rc = PyList_Append(starts, at);
+        Py_DECREF(at);
+        if (rc < 0) goto error;
+        pos += (Py_ssize_t)size;
+    }
+    PyObject *out = PyTuple_Pack(2, frames, starts);
+    Py_DECREF(frames);
+    Py_DECREF(starts);
+    return out;
+decline:
+    Py_DECREF(frames);
+    Py_DECREF(starts);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(frames);
+    Py_XDECREF(starts);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))wire_decode, METH_FASTCALL,
      "decode(data, cls): cls read from data as wire.decode reads it, or None where wire declines"},
+    {"split_frames", wire_split_frames, METH_O,
+     "split_frames(raw): ([message], [offset]) of ET framing, or None where it is not well formed"},
     {"node_fields", (PyCFunction)(void (*)(void))wire_node_fields, METH_FASTCALL,
      "node_fields(data, Node): wire.node_fields_python(data), or None where wire declines (chakra_proto.io.read_node_fields)"},
     {NULL, NULL, 0, NULL},

@@ -79,6 +79,15 @@ def split_et_bytes(raw: bytes, where: str = "<bytes>", read_only: bool = False,
             raise EtFormatError(f"{where}: corrupt gzip data ({e})") from None
     if not raw:
         raise EtFormatError(f"{where}: file is empty; expected a GlobalMetadata message")
+    split = wire.NATIVE.split_frames(raw) if wire.NATIVE is not None and type(raw) is bytes else None
+    if split is not None:  # well-formed framing, split in C; anything else is named below
+        frames, starts = split
+        metadata = _read_only(frames[0], "GlobalMetadata") if read_only else None
+        if metadata is None:
+            metadata = _pb().GlobalMetadata()
+            _parse(metadata, frames[0], where, "GlobalMetadata", starts[0])
+        del frames[0], starts[0]
+        return metadata, frames, starts
     n = len(raw)
     metadata: Any = None
     frames: list[bytes] = []
