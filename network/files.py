@@ -191,15 +191,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     p = path_str(path)
     folder = path_parent(p)
     make_folders(folder)
-    import tempfile  # only writers need it, not every run's start-up
-
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(p)}.", suffix=".tmp")
+    fd, tmp = _create_beside(folder, os.path.basename(p))
     try:
         with (os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")) as f:
             yield f
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it 0600; an output is an ordinary file
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -207,6 +202,20 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
         except OSError:
             pass
         raise
+
+
+def _create_beside(folder: str, name: str) -> tuple[int, str]:
+    """A new file ``.name.<pid>.<n>.tmp`` in ``folder``, created exclusively (never an existing
+    file or link) with an output's mode, 0666 less the umask. (tempfile.mkstemp's import and
+    random names cost a run more than its report's writing, and its file is 0600.)"""
+    pid = os.getpid()
+    for n in range(10_000):
+        tmp = path_join(folder, f".{name}.{pid}.{n}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {name} in {folder}")
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:

@@ -128,3 +128,24 @@ def test_interrupted_profiler_conversion_leaves_no_partial_csv(tmp_path: Path, m
 def test_write_atomic_output_is_an_ordinary_file(tmp_path: Path) -> None:
     p = network.files.write_atomic(tmp_path / "a" / "b.json", "{}\n")
     assert p.read_text() == "{}\n" and p.stat().st_mode & 0o044 and leftovers(p.parent) == []
+
+
+def test_the_temporary_file_is_created_exclusively(tmp_path: Path) -> None:
+    """A temporary name that exists already (a file, or a link an attacker left) is never written
+    through: the next free name is taken, and the link and its target stay as they were."""
+    target, bait = tmp_path / "r.json", tmp_path / "bait"
+    bait.write_text("untouched")
+    taken = tmp_path / f".r.json.{os.getpid()}.0.tmp"
+    taken.symlink_to(bait)
+    (tmp_path / f".r.json.{os.getpid()}.1.tmp").write_text("someone else's")
+    with network.files.atomic_open(target, "w") as f:
+        f.write("{}")
+    assert target.read_text() == "{}" and not target.is_symlink() and bait.read_text() == "untouched"
+    assert taken.is_symlink() and (tmp_path / f".r.json.{os.getpid()}.1.tmp").read_text() == "someone else's"
+    assert (target.stat().st_mode & 0o777) == (0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
