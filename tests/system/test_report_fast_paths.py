@@ -1,0 +1,121 @@
+"""system.report's fast paths answer as their plain formulations do, byte for byte: dump_json
+as the lift-and-splice writer it replaced (json's indented layout, each long list of records
+one per line), on drawn data whose strings hold what could confuse a splice (quotes, braces,
+``}, {``, NUL, non-ASCII)."""
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import system.report
+from system.report import _MIN_ROWS, dump_json
+
+
+def reference_dump(data: Any, fp: Any, indent: int | None = None) -> None:
+    """dump_json as it was: the long lists lifted out as tokens, json.dumps(indent=...) for
+    the rest, a json.dumps per record spliced in at each token."""
+    if indent is None:
+        fp.write(json.dumps(data))
+        return
+    rows: dict[str, list] = {}
+
+    def lift(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: lift(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            if len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
+                token = f"\0records {len(rows)}\0"
+                rows[json.dumps(token)] = obj
+                return token
+            return [lift(x) for x in obj]
+        return obj
+
+    text = json.dumps(lift(data), indent=indent)
+    at = 0
+    for token, records in rows.items():
+        i = text.index(token, at)
+        lead = text[text.rfind("\n", 0, i) + 1:i]
+        pad = lead[:len(lead) - len(lead.lstrip(" "))]
+        fp.write(text[at:i])
+        sep = "[\n" + pad + " " * indent
+        for r in records:
+            fp.write(sep)
+            fp.write(json.dumps(r))
+            sep = ",\n" + pad + " " * indent
+        fp.write("\n" + pad + "]")
+        at = i + len(token)
+    fp.write(text[at:])
+
+
+TEXT = st.text(st.sampled_from(['"', "%", "\\", "{", "}", "[", "]", ",", " ", ":", "\n", "\0", "é", "€", "𝄞", "a", "0"]),
+               max_size=8) | st.sampled_from(["}, {", '"}, {"', "],\n [", "\0records 0", "NaN", ""])
+SCALARS = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | TEXT
+           | st.sampled_from([0.1, 1e300, -0.0, 5e-324, math.inf, -math.inf]))
+KEYS = TEXT | st.integers(-5, 5) | st.sampled_from([1.5, True, False, None])
+
+
+def _containers(children: Any) -> Any:
+    return (st.lists(children, max_size=4) | st.lists(children, max_size=3).map(tuple)
+            | st.dictionaries(KEYS, children, max_size=4))
+
+
+VALUES = st.recursive(SCALARS, _containers, max_leaves=12)
+RECORD = st.dictionaries(KEYS, VALUES, max_size=5)
+COLUMNS = [st.integers(-2**70, 2**70), TEXT | st.just("%s"), st.floats() | st.none(), SCALARS]  # one kind a column
+
+
+@st.composite
+def records(draw: Any) -> Any:
+    """A list long enough to be written a record per line: of drawn records, or of records of
+    one shape (the collectives' case); or, one entry not a dict, not."""
+    n = _MIN_ROWS + draw(st.integers(-1, 3))
+    if draw(st.booleans()):
+        few = draw(st.lists(RECORD, min_size=1, max_size=4))
+        rows = (few * (n // len(few) + 1))[:n]
+    else:  # columns of a few values each, taken in turn: one shape, values differing from row to row
+        keys = draw(st.lists(KEYS, min_size=1, max_size=6, unique_by=lambda k: json.dumps({k: 0})))
+        columns = [draw(st.lists(draw(st.sampled_from(COLUMNS)), min_size=1, max_size=5)) for _ in keys]
+        rows = [{k: c[i % len(c)] for k, c in zip(keys, columns)} for i in range(n)]
+        if draw(st.booleans()):  # one record of another shape: its keys reversed, or drawn
+            rows[draw(st.integers(0, n - 1))] = draw(RECORD | st.just(dict(reversed(rows[0].items()))))
+    if draw(st.booleans()):
+        rows[draw(st.integers(0, len(rows) - 1))] = draw(VALUES)
+    return tuple(rows) if draw(st.booleans()) else rows
+
+
+REPORTS = st.recursive(SCALARS | records(), _containers, max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=REPORTS, indent=st.sampled_from([None, 0, 1, 2, 4]), small_blocks=st.booleans())
+def test_dump_json_writes_what_the_splice_wrote(data: Any, indent: int | None, small_blocks: bool) -> None:
+    got, want = io.StringIO(), io.StringIO()
+    reference_dump(data, want, indent=indent)
+    with pytest.MonkeyPatch.context() as m:
+        if small_blocks:  # every flush and block boundary taken
+            m.setattr(system.report, "_BLOCK", 5)
+            m.setattr(system.report, "_ROWS_AT_ONCE", 100)
+        dump_json(data, got, indent=indent)
+    assert got.getvalue() == want.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=VALUES, indent=st.sampled_from([0, 1, 3]))
+def test_without_long_lists_it_is_json_dumps(data: Any, indent: int) -> None:
+    got = io.StringIO()
+    dump_json(data, got, indent=indent)
+    assert got.getvalue() == json.dumps(data, indent=indent)
+
+
+def test_what_json_cannot_write_it_refuses_as_json_does() -> None:
+    for bad in ({"a": {1, 2}}, {"a": [object()]}, [{"k": b"x"}] * _MIN_ROWS, {(1, 2): 0}):
+        with pytest.raises(TypeError) as want:
+            json.dumps(bad, indent=1)
+        with pytest.raises(TypeError) as got:
+            dump_json(bad, io.StringIO(), indent=1)
+        assert str(got.value) == str(want.value)
