@@ -68,6 +68,18 @@ def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> 
     return total
 
 
+def _covered(intervals: list[tuple[int, int]]) -> int:
+    """The length of the union of ``intervals``: ``_length(_union(intervals))`` without the list."""
+    total, reach = 0, float("-inf")
+    for s, e in sorted(intervals):
+        if s < reach:
+            s = reach
+        if e > s:
+            total += e - s
+            reach = e
+    return total
+
+
 def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> dict[str, Any]:
     """One rank's figures; ``comm_starts`` (system.waiting.communication_starts) says when the
     communication of the nodes that waited for a peer began."""
@@ -75,8 +87,7 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
     begun = comm_starts or {}
     comp, comm, cpu, wait = [], [], [], []
     comp_node, comm_types = pb.COMP_NODE, _COMM_TYPES
-    for rec in workload.records:
-        nid, s, e = rec
+    for nid, s, e in workload.records:
         n = nodes[nid]
         t = n.type
         if t == comp_node:
@@ -88,17 +99,18 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
                 comm.append((c, e))
             else:
                 comm.append((s, e))
-    comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
-    gpu_u = _union(comp_u + comm_u)
-    busy_u = _union(gpu_u + cpu_u)
+    # each figure is the length of a union, an overlap |A ∩ B| = |A| + |B| - |A ∪ B|: a sweep
+    # per union, where unions of unions and intersections of them took nine
+    compute = _covered(comp)
+    comm_total = _covered(comm)
+    gpu = _covered(comp + comm)
+    overlap = compute + comm_total - gpu
+    cpu_total = _covered(cpu) if cpu else 0
+    busy = _covered(comp + comm + cpu) if cpu else gpu
+    waiting = _covered(comp + comm + cpu + wait) - busy if wait else 0
     finish = workload.finish_time or 0
-    compute = _length(comp_u)
-    comm_total = _length(comm_u)
-    overlap = _intersection_length(comp_u, comm_u)
-    exposed = comm_total - overlap
-    cpu_total = _length(cpu_u)
-    exposed_cpu = cpu_total - _intersection_length(cpu_u, gpu_u)
-    waiting = _length(wait_u) - _intersection_length(wait_u, busy_u)
+    exposed = gpu - compute
+    exposed_cpu = busy - gpu
     idle = finish - compute - exposed - exposed_cpu
     return {
         "rank": workload.rank,

@@ -1,7 +1,8 @@
 """system.report's fast paths answer as their plain formulations do, byte for byte: dump_json
 as the lift-and-splice writer it replaced (json's indented layout, each long list of records
 one per line), on drawn data whose strings hold what could confuse a splice (quotes, braces,
-``}, {``, NUL, non-ASCII)."""
+``}, {``, NUL, %, non-ASCII); a rank's breakdown as the unions and intersections of its
+intervals, on drawn intervals (overlapping, touching, empty, backwards, in any order)."""
 from __future__ import annotations
 
 import io
@@ -9,11 +10,14 @@ import json
 import math
 from typing import Any
 
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import system.report
-from system.report import _MIN_ROWS, dump_json
+from chakra_proto import enums as pb
+from system.report import _COMM_TYPES, _MIN_ROWS, NS_PER_S, _intersection_length, _length, _union, dump_json, rank_breakdown
 
 
 def reference_dump(data: Any, fp: Any, indent: int | None = None) -> None:
@@ -119,3 +123,67 @@ def test_what_json_cannot_write_it_refuses_as_json_does() -> None:
         with pytest.raises(TypeError) as got:
             dump_json(bad, io.StringIO(), indent=1)
         assert str(got.value) == str(want.value)
+
+
+def reference_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> dict[str, Any]:
+    """rank_breakdown as it was: the unions, then the intersections of unions."""
+    nodes = workload.graph.nodes
+    begun = comm_starts or {}
+    comp, comm, cpu, wait = [], [], [], []
+    for nid, s, e in workload.records:
+        n = nodes[nid]
+        if n.type == pb.COMP_NODE:
+            (cpu if n.is_cpu_op else comp).append((s, e))
+        elif n.type in _COMM_TYPES:
+            c = begun.get(nid, s)
+            if c > s:
+                wait.append((s, c))
+                comm.append((c, e))
+            else:
+                comm.append((s, e))
+    comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
+    gpu_u = _union(comp_u + comm_u)
+    busy_u = _union(gpu_u + cpu_u)
+    finish = workload.finish_time or 0
+    compute, comm_total, cpu_total = _length(comp_u), _length(comm_u), _length(cpu_u)
+    overlap = _intersection_length(comp_u, comm_u)
+    exposed = comm_total - overlap
+    exposed_cpu = cpu_total - _intersection_length(cpu_u, gpu_u)
+    return {
+        "rank": workload.rank, "finish_cycles": finish, "finish_seconds": finish / NS_PER_S,
+        "compute_cycles": compute, "comm_cycles": comm_total, "exposed_comm_cycles": exposed,
+        "cpu_cycles": cpu_total, "exposed_cpu_cycles": exposed_cpu,
+        "idle_cycles": finish - compute - exposed - exposed_cpu,
+        "wait_cycles": _length(wait_u) - _intersection_length(wait_u, busy_u),
+        "overlap_pct": round(100.0 * overlap / comm_total, 3) if comm_total else 0.0,
+        "nodes": len(nodes),
+    }
+
+
+KINDS = st.sampled_from([(pb.COMP_NODE, False), (pb.COMP_NODE, True), (pb.COMM_COLL_NODE, False),
+                         (pb.COMM_SEND_NODE, False), (pb.COMM_RECV_NODE, False), (pb.MEM_LOAD_NODE, False),
+                         (pb.MEM_STORE_NODE, False), (pb.METADATA_NODE, False)])
+TIME = st.integers(0, 40)  # few distinct times: touching, nested and equal intervals are common
+
+
+@st.composite
+def ranks(draw: Any) -> tuple[Any, dict[int, int]]:
+    kinds = draw(st.lists(KINDS, max_size=14))
+    nodes = {nid: SimpleNamespace(type=t, is_cpu_op=cpu) for nid, (t, cpu) in enumerate(kinds)}
+    records = []
+    for nid in draw(st.permutations(list(nodes))):
+        s = draw(TIME)
+        records.append((nid, s, s + draw(st.integers(-3, 15))))  # some empty, some backwards
+    begun = {nid: s + draw(st.integers(-2, 20)) for nid, s, _ in records if draw(st.booleans())}
+    w = SimpleNamespace(graph=SimpleNamespace(nodes=nodes), records=records, rank=draw(st.integers(0, 7)),
+                        finish_time=draw(st.none() | st.integers(0, 80)))
+    return w, begun
+
+
+@settings(max_examples=1000, deadline=None)
+@given(ranks())
+def test_breakdown_is_the_unions_and_intersections(drawn: tuple[Any, dict[int, int]]) -> None:
+    w, begun = drawn
+    for starts in (begun, None):
+        got, want = rank_breakdown(w, starts), reference_breakdown(w, starts)
+        assert json.dumps(got) == json.dumps(want)  # the same values, of the same types, in the same order
