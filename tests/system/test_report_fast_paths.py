@@ -2,7 +2,8 @@
 as the lift-and-splice writer it replaced (json's indented layout, each long list of records
 one per line), on drawn data whose strings hold what could confuse a splice (quotes, braces,
 ``}, {``, NUL, %, non-ASCII); a rank's breakdown as the unions and intersections of its
-intervals, on drawn intervals (overlapping, touching, empty, backwards, in any order)."""
+intervals, on drawn intervals (overlapping, touching, empty, backwards, in any order); a rank's
+collective records as nccl_bandwidths per record."""
 from __future__ import annotations
 
 import io
@@ -17,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 import system.report
 from chakra_proto import enums as pb
+from system.collective_records import collective_group_size, collective_records, nccl_bandwidths
 from system.report import _COMM_TYPES, _MIN_ROWS, NS_PER_S, _intersection_length, _length, _union, dump_json, rank_breakdown
 
 
@@ -187,3 +189,48 @@ def test_breakdown_is_the_unions_and_intersections(drawn: tuple[Any, dict[int, i
     for starts in (begun, None):
         got, want = rank_breakdown(w, starts), reference_breakdown(w, starts)
         assert json.dumps(got) == json.dumps(want)  # the same values, of the same types, in the same order
+
+
+def reference_records(workload: Any, comm_starts: dict[int, int] | None = None) -> list[dict[str, Any]]:
+    """collective_records as it was: nccl_bandwidths per record."""
+    begun = comm_starts or {}
+    out = []
+    for c in workload.collectives:
+        node = workload.graph.nodes[c["node"]]
+        n = collective_group_size(workload, node)
+        wait = begun.get(c["node"], c["start"]) - c["start"]
+        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, c["end"] - c["start"] - wait)
+        out.append({"rank": workload.rank, "node": c["node"], "name": node.name, "type": c["type"], "size_bytes": c["size"],
+                    "algorithm": c.get("algorithm"), "group_size": n, "pg": c["pg"] or None, "start_cycles": c["start"],
+                    "end_cycles": c["end"], "duration_cycles": c["end"] - c["start"], "wait_cycles": wait,
+                    "algbw_bytes": data, "algbw_gb_s": algbw, "busbw_gb_s": busbw})
+    return out
+
+
+@st.composite
+def collectives(draw: Any) -> tuple[Any, dict[int, int]]:
+    groups = {g: SimpleNamespace(involved_npus=list(range(draw(st.integers(0, 9))))) for g in (1, 2, 3)}
+    dims = draw(st.lists(st.integers(1, 8), min_size=1, max_size=3))
+    nodes, colls = {}, []
+    for nid in range(draw(st.integers(0, 12))):
+        pg = draw(st.sampled_from([None, "", "0", "1", "2", "3", "7"]))  # 7: no such group
+        nodes[nid] = SimpleNamespace(name=f"c{nid}", pg_name=pg,
+                                     involved_dim=draw(st.none() | st.lists(st.booleans(), max_size=4)))
+        start = draw(st.integers(0, 10**6))
+        colls.append({"node": nid, "start": start, "end": start + draw(st.integers(0, 10**6)), "pg": pg,
+                      "type": draw(st.sampled_from(["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL",
+                                                    "BROADCAST", "SOMETHING_ELSE"])),
+                      "size": draw(st.integers(0, 2**40)), "algorithm": draw(st.sampled_from(["ring", "ring,direct"]))})
+    begun = {c["node"]: c["start"] + draw(st.integers(0, 2 * (c["end"] - c["start"]) + 1))
+             for c in colls if draw(st.booleans())}
+    w = SimpleNamespace(graph=SimpleNamespace(nodes=nodes), collectives=colls, rank=3, comm_groups=groups,
+                        sys=SimpleNamespace(physical_dims=dims))
+    return w, begun
+
+
+@settings(max_examples=1000, deadline=None)
+@given(collectives())
+def test_records_are_nccl_bandwidths_per_record(drawn: tuple[Any, dict[int, int]]) -> None:
+    w, begun = drawn
+    for starts in (begun, None):
+        assert json.dumps(collective_records(w, starts)) == json.dumps(reference_records(w, starts))
