@@ -394,7 +394,7 @@ class _Indented:
                 self.rows(obj, level)
             elif set(map(type, obj)) <= _SCALARS:
                 self.flat(obj, level, "[", "]")
-            else:
+            elif not self.indented_table(obj, level):
                 self.nested_list(obj, level)
         else:
             self.put("".join(self.compact(obj, 0)))
@@ -428,23 +428,33 @@ class _Indented:
         text = "".join(self.compact({k: None}, 0))  # json's spelling of a number, true, null as a key
         return text[1:-len(": null}")]
 
+    def indented_table(self, records: Any, level: int) -> bool:
+        """A short list of records of one shape (the ranks), each laid out indented, by one
+        %-format; False, having written nothing, for another list."""
+        outer, inner, deeper = ("\n" + " " * (self.indent * (level + i)) for i in range(3))
+        text = self.table(records, "," + inner, "{" + deeper, "," + deeper, inner + "}")
+        if text is None:
+            return False
+        self.put("[" + inner + text + outer + "]")
+        return True
+
     def rows(self, records: Any, level: int) -> None:
         inner = "\n" + " " * (self.indent * (level + 1))
         compact, sep = self.compact, "," + inner
         self.put("[" + inner)
         for i in range(0, len(records), _ROWS_AT_ONCE):
             block = records[i:i + _ROWS_AT_ONCE]
-            text = self.table(block, sep)
+            text = self.table(block, sep, "{", ", ", "}")
             if text is None:
                 text = sep.join(["".join(compact(r, 0)) for r in block])
             self.put(sep + text if i else text)
         self.put("\n" + " " * (self.indent * level) + "]")
 
-    def table(self, records: Any, sep: str) -> str | None:
+    def table(self, records: Any, sep: str, opening: str, item_sep: str, closing: str) -> str | None:
         """Records of one shape (plain dicts, the same keys in the same order, scalar values),
-        ``sep``-joined, as one %-format of a row template: integers by %d, each other column
-        encoded by one call, none of the keys encoded again (as a C encoder call per record
-        does); None for records of another shape."""
+        ``sep``-joined, as one %-format of a row template (``opening``, the items ``item_sep``-
+        joined, ``closing``): integers by %d, each other column encoded by one call, none of the
+        keys encoded again (as a C encoder call per record does); None for records of another shape."""
         if set(map(type, records)) != {dict} or len(set(map(tuple, records))) != 1:
             return None
         keys = tuple(records[0])
@@ -464,7 +474,7 @@ class _Indented:
                 cells.append("".join(self.encoder("\0")(column, 0))[1:-1].split("\0"))
             else:
                 return None
-        row = "{" + ", ".join(self.key(k).replace("%", "%%") + ": " + f for k, f in zip(keys, formats)) + "}"
+        row = opening + item_sep.join(self.key(k).replace("%", "%%") + ": " + f for k, f in zip(keys, formats)) + closing
         return sep.join([row] * len(records)) % tuple(chain.from_iterable(zip(*cells)))
 
 
