@@ -428,6 +428,17 @@ class _Indented:
         text = "".join(self.compact({k: None}, 0))  # json's spelling of a number, true, null as a key
         return text[1:-len(": null}")]
 
+    def encoded(self, column: Any, kinds: set[type]) -> list[str]:
+        """The values' JSON, by one call: a NUL between them, which json writes in a string as
+        \\u0000. A column of floats (the bandwidths) has each distinct value encoded once: repr
+        is slow, and ranks that ran a collective alike repeat its figures. Not where a zero is
+        (0.0 == -0.0), nor where other kinds could compare equal (1 == 1.0 == True)."""
+        values = dict.fromkeys(column) if kinds <= {float, type(None)} else None
+        if values is None or 2 * len(values) > len(column) or 0.0 in values:
+            return "".join(self.encoder("\0")(column, 0))[1:-1].split("\0")
+        text = dict(zip(values, "".join(self.encoder("\0")(list(values), 0))[1:-1].split("\0")))
+        return list(map(text.__getitem__, column))
+
     def indented_table(self, records: Any, level: int) -> bool:
         """A short list of records of one shape (the ranks), each laid out indented, by one
         %-format; False, having written nothing, for another list."""
@@ -469,9 +480,9 @@ class _Indented:
             elif kinds == {str}:
                 formats.append("%s")
                 cells.append(list(map(json.encoder.encode_basestring_ascii, column)))
-            elif kinds <= _SCALARS:  # encoded, a NUL between: json writes a NUL in a string as \u0000
+            elif kinds <= _SCALARS:
                 formats.append("%s")
-                cells.append("".join(self.encoder("\0")(column, 0))[1:-1].split("\0"))
+                cells.append(self.encoded(column, kinds))
             else:
                 return None
         row = opening + item_sep.join(self.key(k).replace("%", "%%") + ": " + f for k, f in zip(keys, formats)) + closing

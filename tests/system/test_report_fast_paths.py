@@ -72,7 +72,8 @@ def _containers(children: Any) -> Any:
 
 VALUES = st.recursive(SCALARS, _containers, max_leaves=12)
 RECORD = st.dictionaries(KEYS, VALUES, max_size=5)
-COLUMNS = [st.integers(-2**70, 2**70), TEXT | st.just("%s"), st.floats() | st.none(), SCALARS]  # one kind a column
+COLUMNS = [st.integers(-2**70, 2**70), TEXT | st.just("%s"), st.floats() | st.none(), SCALARS,  # one kind a column
+           st.sampled_from([0.0, -0.0, 1.0, 2.5, math.nan, None]), st.sampled_from([1, 1.0, True, 0, 0.0, False, -0.0])]
 
 
 @st.composite
@@ -116,6 +117,17 @@ def test_without_long_lists_it_is_json_dumps(data: Any, indent: int) -> None:
     got = io.StringIO()
     dump_json(data, got, indent=indent)
     assert got.getvalue() == json.dumps(data, indent=indent)
+
+
+@pytest.mark.parametrize("column", [[1, 1.0, True], [1.0, True], [0.0, -0.0], [-0.0, 0.0, 0.0, None], [math.nan, 1.0],
+                                    [2.5, 2.5, 7.0], [0.0, 0.0, 0.0]])
+def test_values_that_compare_equal_keep_their_own_spelling(column: list) -> None:
+    rows = [{"a": i, "v": column[i % len(column)]} for i in range(2 * _MIN_ROWS)]
+    for data in (rows, rows[:9]):
+        got, want = io.StringIO(), io.StringIO()
+        reference_dump(data, want, indent=1)
+        dump_json(data, got, indent=1)
+        assert got.getvalue() == want.getvalue()
 
 
 def test_what_json_cannot_write_it_refuses_as_json_does() -> None:
