@@ -469,7 +469,7 @@ class _Indented:
         if set(map(type, records)) != {dict} or len(set(map(tuple, records))) != 1:
             return None
         keys = tuple(records[0])
-        if not keys:
+        if not keys or set(map(type, keys)) != {str}:  # 1 == 1.0 == True: equal tuples, other spellings
             return None
         formats, cells = [], []
         for column in zip(*map(dict.values, records)):

@@ -130,6 +130,16 @@ def test_values_that_compare_equal_keep_their_own_spelling(column: list) -> None
         assert got.getvalue() == want.getvalue()
 
 
+@pytest.mark.parametrize("keys", [[1, True, 1.0], [0, False, 0.0, -0.0], [None, "null"]])
+def test_keys_that_compare_equal_keep_their_own_spelling(keys: list) -> None:
+    rows = [{keys[i % len(keys)]: i} for i in range(2 * _MIN_ROWS)]
+    for data in (rows, rows[:9]):
+        got, want = io.StringIO(), io.StringIO()
+        reference_dump(data, want, indent=1)
+        dump_json(data, got, indent=1)
+        assert got.getvalue() == want.getvalue()
+
+
 def test_what_json_cannot_write_it_refuses_as_json_does() -> None:
     for bad in ({"a": {1, 2}}, {"a": [object()]}, [{"k": b"x"}] * _MIN_ROWS, {(1, 2): 0}):
         with pytest.raises(TypeError) as want:
