@@ -8,6 +8,7 @@ broadcast (``nccl-tests`` doc/PERFORMANCE.md). Bytes per ns are GB/s (10^9 bytes
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 # collective -> (busbw factor as a function of N, whether S is N x comm_size)
@@ -18,18 +19,23 @@ _BUS_FACTOR = {
     "ALL_TO_ALL": (lambda n: (n - 1) / n, False),
     "BROADCAST": (lambda n: 1.0, False),
 }
-
+_NO_FACTOR = (lambda n: 1.0, False)
 
 
 def nccl_bandwidths(coll_type: str, size_bytes: int, ranks: int, duration_ns: int) -> tuple[int, float | None, float | None]:
     """(S bytes, algbw GB/s, busbw GB/s) as nccl-tests defines them; bandwidths are None for
     a collective that took no time."""
-    factor, gathered = _BUS_FACTOR.get(coll_type, (lambda n: 1.0, False))
+    factor, gathered = _BUS_FACTOR.get(coll_type, _NO_FACTOR)
     data = size_bytes * ranks if gathered else size_bytes
     if duration_ns <= 0:
         return data, None, None
+    return (data, *_gb_s(data, duration_ns, factor(ranks) if ranks > 0 else 1.0))
+
+
+@lru_cache(maxsize=1 << 12, typed=True)  # ranks that ran a collective alike share its figures; round() is slow
+def _gb_s(data: int, duration_ns: int, bus_factor: float) -> tuple[float, float]:
     algbw = data / duration_ns  # bytes/ns = GB/s
-    return data, round(algbw, 6), round(algbw * (factor(ranks) if ranks > 0 else 1.0), 6)
+    return round(algbw, 6), round(algbw * bus_factor, 6)
 
 
 def collective_group_size(workload: Any, node: Any) -> int:
@@ -53,6 +59,7 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
     begun = comm_starts or {}
     rank = workload.rank
     sizes: dict[tuple, int] = {}  # (pg, involved dims) → group size: a few per rank
+    scales: dict[tuple, tuple[float, bool]] = {}  # (type, group size) → busbw factor, whether S is N x size
     out = []
     for c in workload.collectives:
         nid = c["node"]
@@ -62,26 +69,32 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
         n = sizes.get(key)
         if n is None:
             n = sizes[key] = collective_group_size(workload, node)
-        start = c["start"]
-        duration = c["end"] - start
+        ctype, size, start, end = c["type"], c["size"], c["start"], c["end"]
+        duration = end - start
         wait = begun.get(nid, start) - start
-        data, algbw, busbw = nccl_bandwidths(c["type"], c["size"], n, duration - wait)
+        scale = scales.get((ctype, n))
+        if scale is None:
+            factor, gathered = _BUS_FACTOR.get(ctype, _NO_FACTOR)
+            scale = scales[(ctype, n)] = (factor(n) if n > 0 else 1.0, gathered)
+        data = size * n if scale[1] else size  # nccl_bandwidths, its factor found once per type and group size
+        t = duration - wait
+        algbw_gb_s, busbw_gb_s = _gb_s(data, t, scale[0]) if t > 0 else (None, None)
         out.append({
             "rank": rank,
             "node": nid,
             "name": node.name,
-            "type": c["type"],
-            "size_bytes": c["size"],
+            "type": ctype,
+            "size_bytes": size,
             "algorithm": c.get("algorithm"),
             "group_size": n,
             "pg": c["pg"] or None,
             "start_cycles": start,
-            "end_cycles": c["end"],
+            "end_cycles": end,
             "duration_cycles": duration,
             "wait_cycles": wait,
             "algbw_bytes": data,
-            "algbw_gb_s": algbw,
-            "busbw_gb_s": busbw,
+            "algbw_gb_s": algbw_gb_s,
+            "busbw_gb_s": busbw_gb_s,
         })
     return out
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import chain
 from typing import Any, Iterable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
@@ -67,6 +68,18 @@ def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> 
     return total
 
 
+def _covered(intervals: list[tuple[int, int]]) -> int:
+    """The length of the union of ``intervals``: ``_length(_union(intervals))`` without the list."""
+    total, reach = 0, float("-inf")
+    for s, e in sorted(intervals):
+        if s < reach:
+            s = reach
+        if e > s:
+            total += e - s
+            reach = e
+    return total
+
+
 def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> dict[str, Any]:
     """One rank's figures; ``comm_starts`` (system.waiting.communication_starts) says when the
     communication of the nodes that waited for a peer began."""
@@ -74,8 +87,7 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
     begun = comm_starts or {}
     comp, comm, cpu, wait = [], [], [], []
     comp_node, comm_types = pb.COMP_NODE, _COMM_TYPES
-    for rec in workload.records:
-        nid, s, e = rec
+    for nid, s, e in workload.records:
         n = nodes[nid]
         t = n.type
         if t == comp_node:
@@ -87,17 +99,18 @@ def rank_breakdown(workload: Any, comm_starts: dict[int, int] | None = None) -> 
                 comm.append((c, e))
             else:
                 comm.append((s, e))
-    comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
-    gpu_u = _union(comp_u + comm_u)
-    busy_u = _union(gpu_u + cpu_u)
+    # each figure is the length of a union, an overlap |A ∩ B| = |A| + |B| - |A ∪ B|: a sweep
+    # per union, where unions of unions and intersections of them took nine
+    compute = _covered(comp)
+    comm_total = _covered(comm)
+    gpu = _covered(comp + comm)
+    overlap = compute + comm_total - gpu
+    cpu_total = _covered(cpu) if cpu else 0
+    busy = _covered(comp + comm + cpu) if cpu else gpu
+    waiting = _covered(comp + comm + cpu + wait) - busy if wait else 0
     finish = workload.finish_time or 0
-    compute = _length(comp_u)
-    comm_total = _length(comm_u)
-    overlap = _intersection_length(comp_u, comm_u)
-    exposed = comm_total - overlap
-    cpu_total = _length(cpu_u)
-    exposed_cpu = cpu_total - _intersection_length(cpu_u, gpu_u)
-    waiting = _length(wait_u) - _intersection_length(wait_u, busy_u)
+    exposed = gpu - compute
+    exposed_cpu = busy - gpu
     idle = finish - compute - exposed - exposed_cpu
     return {
         "rank": workload.rank,
@@ -324,35 +337,167 @@ def dump_json(data: Any, fp: Any, indent: int | None = None) -> None:
     if indent is None:
         fp.write(json.dumps(data))
         return
-    rows: dict[str, list] = {}
-
-    def lift(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return {k: lift(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            if len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
-                token = f"\0records {len(rows)}\0"  # a string no report holds: json writes \u0000
-                rows[json.dumps(token)] = obj
-                return token
-            return [lift(x) for x in obj]
-        return obj
-
-    text = json.dumps(lift(data), indent=indent)  # small: the long lists are tokens
-    at = 0
-    dumps = json.dumps
-    for token, records in rows.items():
-        i = text.index(token, at)
-        lead = text[text.rfind("\n", 0, i) + 1:i]
-        pad = lead[:len(lead) - len(lead.lstrip(" "))]
-        fp.write(text[at:i])
-        sep = "[\n" + pad + " " * indent
-        for r in records:  # a line at a time: the whole text would double the peak memory
-            fp.write(sep)
-            fp.write(dumps(r))
-            sep = ",\n" + pad + " " * indent
-        fp.write("\n" + pad + "]")
-        at = i + len(token)
-    fp.write(text[at:])
+    _Indented(fp, indent).dump(data)
 
 
 _MIN_ROWS = 256  # a shorter list of records keeps the indented layout
+_SCALARS = {str, int, float, bool, type(None)}  # exact types: a subclass (a namedtuple) takes the long way
+_BLOCK = 1 << 16  # characters written at a time: the whole text would double the peak memory
+_ROWS_AT_ONCE = 512  # records laid out by one call
+
+
+class _Indented:
+    """json's indented layout, written with its C encoder (json's indenting encoder is pure
+    Python, a generator per container and a yield per value): a container whose values are all
+    scalars is one C call whose item separator carries the line break and indent, a list of
+    records one line per record; the other containers are laid out here."""
+
+    def __init__(self, fp: Any, indent: int) -> None:
+        self.fp = fp
+        self.indent = indent
+        self.parts: list[str] = []
+        self.size = 0
+        self.encoders: dict[str, Any] = {}
+        self.compact = self.encoder(", ")  # json.dumps's own separators: a record's line
+
+    def encoder(self, item_separator: str) -> Any:
+        e = self.encoders.get(item_separator)
+        if e is None:
+            e = self.encoders[item_separator] = _c_make_encoder(
+                {}, _default, json.encoder.encode_basestring_ascii, None, ": ", item_separator, False, False, True)
+        return e
+
+    def dump(self, data: Any) -> None:
+        self.value(data, 0)
+        self.fp.write("".join(self.parts))
+
+    def put(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size > _BLOCK:
+            self.fp.write("".join(self.parts))
+            self.parts.clear()
+            self.size = 0
+
+    def value(self, obj: Any, level: int) -> None:
+        if isinstance(obj, dict):
+            if not obj:
+                self.put("{}")
+            elif set(map(type, obj.values())) <= _SCALARS:
+                self.flat(obj, level, "{", "}")
+            else:
+                self.nested_dict(obj, level)
+        elif isinstance(obj, (list, tuple)):
+            if not obj:
+                self.put("[]")
+            elif len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
+                self.rows(obj, level)
+            elif set(map(type, obj)) <= _SCALARS:
+                self.flat(obj, level, "[", "]")
+            elif not self.indented_table(obj, level):
+                self.nested_list(obj, level)
+        else:
+            self.put("".join(self.compact(obj, 0)))
+
+    def flat(self, obj: Any, level: int, opening: str, closing: str) -> None:
+        inner = "\n" + " " * (self.indent * (level + 1))
+        text = "".join(self.encoder("," + inner)(obj, 0))
+        self.put(opening + inner + text[1:-1] + "\n" + " " * (self.indent * level) + closing)
+
+    def nested_dict(self, obj: dict, level: int) -> None:
+        inner = "\n" + " " * (self.indent * (level + 1))
+        sep = "{" + inner
+        for k, v in obj.items():
+            self.put(sep + self.key(k) + ": ")
+            self.value(v, level + 1)
+            sep = "," + inner
+        self.put("\n" + " " * (self.indent * level) + "}")
+
+    def nested_list(self, obj: Any, level: int) -> None:
+        inner = "\n" + " " * (self.indent * (level + 1))
+        sep = "[" + inner
+        for v in obj:
+            self.put(sep)
+            self.value(v, level + 1)
+            sep = "," + inner
+        self.put("\n" + " " * (self.indent * level) + "]")
+
+    def key(self, k: Any) -> str:
+        if isinstance(k, str):
+            return json.encoder.encode_basestring_ascii(k)
+        text = "".join(self.compact({k: None}, 0))  # json's spelling of a number, true, null as a key
+        return text[1:-len(": null}")]
+
+    def encoded(self, column: Any, kinds: set[type]) -> list[str]:
+        """The values' JSON, by one call: a NUL between them, which json writes in a string as
+        \\u0000. A column of floats (the bandwidths) has each distinct value encoded once: repr
+        is slow, and ranks that ran a collective alike repeat its figures. Not where a zero is
+        (0.0 == -0.0), nor where other kinds could compare equal (1 == 1.0 == True)."""
+        values = dict.fromkeys(column) if kinds <= {float, type(None)} else None
+        if values is None or 2 * len(values) > len(column) or 0.0 in values:
+            return "".join(self.encoder("\0")(column, 0))[1:-1].split("\0")
+        text = dict(zip(values, "".join(self.encoder("\0")(list(values), 0))[1:-1].split("\0")))
+        return list(map(text.__getitem__, column))
+
+    def indented_table(self, records: Any, level: int) -> bool:
+        """A short list of records of one shape (the ranks), each laid out indented, by one
+        %-format; False, having written nothing, for another list."""
+        outer, inner, deeper = ("\n" + " " * (self.indent * (level + i)) for i in range(3))
+        text = self.table(records, "," + inner, "{" + deeper, "," + deeper, inner + "}")
+        if text is None:
+            return False
+        self.put("[" + inner + text + outer + "]")
+        return True
+
+    def rows(self, records: Any, level: int) -> None:
+        inner = "\n" + " " * (self.indent * (level + 1))
+        compact, sep = self.compact, "," + inner
+        self.put("[" + inner)
+        for i in range(0, len(records), _ROWS_AT_ONCE):
+            block = records[i:i + _ROWS_AT_ONCE]
+            text = self.table(block, sep, "{", ", ", "}")
+            if text is None:
+                text = sep.join(["".join(compact(r, 0)) for r in block])
+            self.put(sep + text if i else text)
+        self.put("\n" + " " * (self.indent * level) + "]")
+
+    def table(self, records: Any, sep: str, opening: str, item_sep: str, closing: str) -> str | None:
+        """Records of one shape (plain dicts, the same keys in the same order, scalar values),
+        ``sep``-joined, as one %-format of a row template (``opening``, the items ``item_sep``-
+        joined, ``closing``): integers by %d, each other column encoded by one call, none of the
+        keys encoded again (as a C encoder call per record does); None for records of another shape."""
+        if set(map(type, records)) != {dict} or len(set(map(tuple, records))) != 1:
+            return None
+        keys = tuple(records[0])
+        if not keys or set(map(type, keys)) != {str}:  # 1 == 1.0 == True: equal tuples, other spellings
+            return None
+        formats, cells = [], []
+        for column in zip(*map(dict.values, records)):
+            kinds = set(map(type, column))
+            if kinds == {int}:
+                formats.append("%d")
+                cells.append(column)
+            elif kinds == {str}:
+                formats.append("%s")
+                cells.append(list(map(json.encoder.encode_basestring_ascii, column)))
+            elif kinds <= _SCALARS:
+                formats.append("%s")
+                cells.append(self.encoded(column, kinds))
+            else:
+                return None
+        row = opening + item_sep.join(self.key(k).replace("%", "%%") + ": " + f for k, f in zip(keys, formats)) + closing
+        return sep.join([row] * len(records)) % tuple(chain.from_iterable(zip(*cells)))
+
+
+def _default(o: Any) -> Any:
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+def _python_encoder(markers: Any, default: Any, encoder: Any, indent: Any, key_separator: str,
+                    item_separator: str, *flags: Any) -> Any:
+    """An interpreter without json's C module: the same text, from json's Python encoder."""
+    e = json.JSONEncoder(separators=(item_separator, key_separator), default=default)
+    return lambda o, level: (e.encode(o),)
+
+
+_c_make_encoder = json.encoder.c_make_encoder or _python_encoder
