@@ -43,8 +43,8 @@ _patterns: dict[str, re.Pattern[str]] = {}
 
 def _compiled() -> dict[str, re.Pattern[str]]:
     """The full grammar's patterns, compiled on first use: compiling them is ~3 ms, a tenth of a
-    plain run's imports, and the common files (one ``key: [a, b]`` or ``key: scalar`` a line) are
-    read by _read_simple without them."""
+    plain run's imports, and the common files (``key: [a, b]`` or ``key: scalar`` a line, or lists an
+    item per line as ``yaml.safe_dump`` writes them) are read by _read_simple without them."""
     if not _patterns:
         _patterns.update(
             line=re.compile(rf"(?P<key>{_KEY}):[ ]+(?:(?P<scalar>{_SCALAR}|{_TEXT})|\[[ ]*(?P<items>[^\]]*)\]){_END}"),
@@ -68,12 +68,15 @@ def read_flat_yaml(text: str) -> dict[str, Any] | None:
 
 
 def _read_simple(text: str) -> dict[str, Any] | None:
-    """The common shape without regular expressions: each line blank, a comment, ``key: scalar``,
-    ``key: words with spaces`` or ``key: [a, b]`` (with an optional comment), the scalars numbers
-    or words. None where any
-    line is anything else: _read_full then reads (or declines) the whole text. What this accepts,
-    _read_full reads the same (a test holds the two together)."""
+    """The common shapes without regular expressions: each line blank, a comment, ``key: scalar``,
+    ``key: words with spaces``, ``key: [a, b]`` (with an optional comment), or ``key:`` and its
+    list an item per line (``- scalar``, all at one indentation, as ``yaml.safe_dump`` writes it),
+    the scalars numbers or words. None where any line is anything else: _read_full then reads (or
+    declines) the whole text. What this accepts, _read_full reads the same (a test holds the two
+    together)."""
     out: dict[str, Any] = {}
+    block: list[Any] | None = None  # the list of the last "key:" line, while its items are read
+    indent = -1  # the items' indentation, once the first is read
     for line in text.split("\n"):
         at = line.find("#")
         if at >= 0:
@@ -85,6 +88,26 @@ def _read_simple(text: str) -> dict[str, Any] | None:
         line = line.rstrip(" ")
         if not line:
             continue
+        item = line.lstrip(" ")
+        if item[:2] == "- ":  # an item of the open list
+            if block is None or (indent >= 0 and len(line) - len(item) != indent):
+                return None  # an item with no "key:" above it, or a ragged list
+            indent = len(line) - len(item)
+            v = _simple_scalar(item[2:].lstrip(" "))
+            if v is _DECLINED:
+                return None
+            block.append(v)
+            continue
+        if block is not None and not block:
+            return None  # "key:" and no item: null to PyYAML
+        block = None
+        if line[-1] == ":":
+            key = line[:-1]
+            if not _is_name(key, "_-") or key in out or key.lower() in _NOT_STRINGS:
+                return None
+            block, indent = [], -1
+            out[key] = block
+            continue
         key, sep, value = line.partition(": ")
         if not sep or not _is_name(key, "_-") or key in out or key.lower() in _NOT_STRINGS:
             return None
@@ -94,8 +117,8 @@ def _read_simple(text: str) -> dict[str, Any] | None:
                 return None
             inner = value[1:-1].strip(" ")
             items: list[Any] = []
-            for item in inner.split(",") if inner else ():
-                v = _simple_scalar(item.strip(" "))
+            for part in inner.split(",") if inner else ():
+                v = _simple_scalar(part.strip(" "))
                 if v is _DECLINED:
                     return None
                 items.append(v)
@@ -110,6 +133,8 @@ def _read_simple(text: str) -> dict[str, Any] | None:
             if v is _DECLINED:
                 return None
             out[key] = v
+    if block is not None and not block:
+        return None
     return out or None
 
 
