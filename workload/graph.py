@@ -113,10 +113,13 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
     With ``shared`` (see workload/shared_nodes.py) graphs share the Node objects that they would
     hold equal, dependencies included."""
     p = path_str(path)  # as messages and Graph.path name the file (network/files.py: not pathlib)
-    if not exists(p):
-        raise WorkloadError(p, "", "workload file not found")
     cache = {} if cache is None else cache
-    metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
+    try:
+        metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
+    except WorkloadError:
+        if not exists(p):  # asked only now: a stat per file is a tenth of loading a small one
+            raise WorkloadError(p, "", "workload file not found") from None
+        raise
     if not nodes:
         raise WorkloadError(p, "", "the file holds no nodes (ASTRA-sim rejects this: nothing is dependency-free)")
     linked = None if shared is None else link_shared(p, frames, list(nodes.values()), shared, _may_share)
