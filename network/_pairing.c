@@ -28,6 +28,7 @@ enum { SEND_CB, SEND_ARGS, RECV_CB, RECV_ARGS, ARRIVED, LABEL, SENT_AT, KEY, NTH
 static PyObject *empty_tuple = NULL;
 static PyObject *noop = NULL;            /* the "no send callback" marker, base.py's _noop */
 static PyObject *mismatch_error = NULL;  /* network.errors.MessageMismatchError */
+static PyTypeObject *pairing_type = NULL; /* Pairing, below: a FixedDelayTransfer's owner */
 static PyObject *str_transfer = NULL, *str_schedule = NULL, *str_now = NULL, *str_topology = NULL,
                 *str_dim_to_transfer = NULL;
 static PyTypeObject *channel_type = NULL;
@@ -851,6 +852,112 @@ static PyType_Spec Pairing_spec = {
     .slots = Pairing_slots,
 };
 
+/* -- FixedDelayTransfer: CongestionUnawareBackend._transfer without a topology file ------------- */
+/* A message's delay there depends on (src, dst, size) alone: the backend's dict caches it, and a
+ * cached one is the arrival's native event at that delay (Pairing._on_arrival's steps, no call),
+ * at the place in the calendar the method's queue.schedule gives it. Anything else (a pair not
+ * yet cached, a delay past 64 bits) calls the method, which fills the cache or names the error. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *owner;    /* the backend: a Pairing whose queue is the C one */
+    PyObject *delays;   /* dict: (src, dst, size) -> delay in ns */
+    PyObject *fallback; /* the method */
+} FixedDelay;
+
+static int arrival_event(PyObject *owner, PyObject *msg, long long Py_UNUSED(x)) {
+    PyObject *r = Pairing_on_arrival((Pairing *)owner, msg);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *FixedDelay_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    FixedDelay *f = (FixedDelay *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *queue = ((Pairing *)f->owner)->queue;
+    if (n == 4 && !kwnames && queue && PyObject_TypeCheck(queue, dtsim_core_type)) {
+        PyObject *key = PyTuple_Pack(3, args[0], args[1], args[2]);
+        if (!key) return NULL;
+        PyObject *d = PyDict_GetItemWithError(f->delays, key); /* borrowed */
+        Py_DECREF(key);
+        if (d && PyLong_CheckExact(d)) {
+            int overflow;
+            long long delay = PyLong_AsLongLongAndOverflow(d, &overflow);
+            if (delay == -1 && PyErr_Occurred()) return NULL;
+            if (!overflow) {
+                if (dtsim_push_native((Queue *)queue, delay, arrival_event, f->owner, args[3], 0) < 0) return NULL;
+                Py_RETURN_NONE;
+            }
+        } else if (!d && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    return PyObject_Vectorcall(f->fallback, args, n, kwnames);
+}
+
+static PyObject *FixedDelay_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+    static char *names[] = {"owner", "delays", "fallback", NULL};
+    PyObject *owner, *delays, *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O", names, &owner, &PyDict_Type, &delays, &fallback)) return NULL;
+    if (!PyObject_TypeCheck(owner, pairing_type)) {
+        PyErr_SetString(PyExc_TypeError, "FixedDelayTransfer: the owner must be a Pairing");
+        return NULL;
+    }
+    FixedDelay *f = (FixedDelay *)tp->tp_alloc(tp, 0);
+    if (!f) return NULL;
+    f->vectorcall = FixedDelay_vectorcall;
+    f->owner = Py_NewRef(owner);
+    f->delays = Py_NewRef(delays);
+    f->fallback = Py_NewRef(fallback);
+    return (PyObject *)f;
+}
+
+static int FixedDelay_traverse(FixedDelay *f, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(f));
+    Py_VISIT(f->owner);
+    Py_VISIT(f->delays);
+    Py_VISIT(f->fallback);
+    return 0;
+}
+
+static int FixedDelay_clear(FixedDelay *f) {
+    Py_CLEAR(f->owner);
+    Py_CLEAR(f->delays);
+    Py_CLEAR(f->fallback);
+    return 0;
+}
+
+static void FixedDelay_dealloc(FixedDelay *f) {
+    PyTypeObject *tp = Py_TYPE(f);
+    PyObject_GC_UnTrack(f);
+    FixedDelay_clear(f);
+    tp->tp_free((PyObject *)f);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef FixedDelay_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FixedDelay, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyType_Slot FixedDelay_slots[] = {
+    {Py_tp_new, FixedDelay_new},
+    {Py_tp_dealloc, FixedDelay_dealloc},
+    {Py_tp_traverse, FixedDelay_traverse},
+    {Py_tp_clear, FixedDelay_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, FixedDelay_members},
+    {0, NULL},
+};
+
+static PyType_Spec FixedDelay_spec = {
+    .name = "network._event_core.FixedDelayTransfer",
+    .basicsize = sizeof(FixedDelay),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = FixedDelay_slots,
+};
+
 /* -- the module --------------------------------------------------------------------------------- */
 
 static PyObject *noop_call(PyObject *Py_UNUSED(self), PyObject *const *Py_UNUSED(args), Py_ssize_t Py_UNUSED(n)) {
@@ -891,7 +998,14 @@ int dtsim_add_pairing(PyObject *m) {
     }
     tp = PyType_FromModuleAndSpec(m, &Pairing_spec, NULL);
     if (!tp) return -1;
+    pairing_type = (PyTypeObject *)Py_NewRef(tp);
     if (PyModule_AddObject(m, "Pairing", tp) < 0) {
+        Py_DECREF(tp);
+        return -1;
+    }
+    tp = PyType_FromModuleAndSpec(m, &FixedDelay_spec, NULL);
+    if (!tp) return -1;
+    if (PyModule_AddObject(m, "FixedDelayTransfer", tp) < 0) {
         Py_DECREF(tp);
         return -1;
     }

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from network.analytical.base import AnalyticalBackend, Message
 from network.analytical.graph_links import graph_flows
+from network.event_queue import native_module
+
+_native = native_module()
 
 
 class CongestionUnawareBackend(AnalyticalBackend):
@@ -19,6 +22,11 @@ class CongestionUnawareBackend(AnalyticalBackend):
         self._graph = graph_flows(self.topology)  # None: no topology file
         if self._graph is not None:
             self._transfer = self._graph_transfer  # type: ignore[method-assign]
+        elif _native is not None and isinstance(self, _native.Pairing) and \
+                type(self)._transfer is CongestionUnawareBackend._transfer and \
+                type(self)._on_arrival is _native.Pairing._on_arrival:
+            # _transfer of a cached delay in C (network/_pairing.c); a new one calls the method
+            self._transfer = _native.FixedDelayTransfer(self, self._delay_cache, self._transfer)
         #: the delay of a message depends only on (src, dst, size), on a topology file too (one
         #: path per pair, graph_links.py): callers may advance many messages at once
         #: (system/shortcuts/ring_batch.py) and book them with account_flows
