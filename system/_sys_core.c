@@ -1686,6 +1686,27 @@ static PyObject *clone_slots(PyObject *Py_UNUSED(module), PyObject *obj) {
     return c;
 }
 
+/* clone_fresh((obj, names)): clone_slots(obj), each slot of ``names`` then a new empty container of
+ * the type obj holds there (a deque of pending packets): PacketAlgorithm.fresh_copy's steps for
+ * the classes that name such slots, without a Python call per stream. */
+static PyObject *clone_fresh(PyObject *Py_UNUSED(module), PyObject *arg) {
+    if (!PyTuple_CheckExact(arg) || PyTuple_GET_SIZE(arg) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(arg, 1))) {
+        PyErr_SetString(PyExc_TypeError, "clone_fresh takes (obj, names), names a tuple");
+        return NULL;
+    }
+    PyObject *obj = PyTuple_GET_ITEM(arg, 0), *names = PyTuple_GET_ITEM(arg, 1);
+    PyObject *c = clone_slots(NULL, obj);
+    for (Py_ssize_t i = 0; c && i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        PyObject *old = PyObject_GetAttr(obj, name);
+        PyObject *fresh = old ? PyObject_CallNoArgs((PyObject *)Py_TYPE(old)) : NULL;
+        Py_XDECREF(old);
+        if (!fresh || PyObject_SetAttr(c, name, fresh) < 0) Py_CLEAR(c);
+        Py_XDECREF(fresh);
+    }
+    return c;
+}
+
 /* generate_streams(sys, dataset, count, chunk, plan, pristine, group, priority, generate_phase, make_pristine):
  * the per-stream loop of system/generation.py's generate_collective (the reference, which runs where
  * this is not compiled): each of ``count`` streams gets one phase per plan entry, a copy of the
@@ -1697,6 +1718,8 @@ static PyObject *str_final_data_size, *str_queue_id, *str_algorithm, *str_next_s
 static PyObject *copy_with(PyObject *copier, PyObject *argument) {
     if (PyCFunction_Check(copier) && PyCFunction_GET_FUNCTION(copier) == (PyCFunction)clone_slots)
         return clone_slots(NULL, argument); /* a plain algorithm: the slot copy, no call */
+    if (PyCFunction_Check(copier) && PyCFunction_GET_FUNCTION(copier) == (PyCFunction)clone_fresh)
+        return clone_fresh(NULL, argument);
     return PyObject_CallOneArg(copier, argument);
 }
 
@@ -1824,6 +1847,8 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"clone_slots", clone_slots, METH_O, "clone_slots(obj): a shallow copy of an object of slots only"},
+    {"clone_fresh", clone_fresh, METH_O,
+     "clone_fresh((obj, names)): clone_slots(obj) with a new empty container in each slot of names"},
     {"generate_streams", (PyCFunction)(void (*)(void))generate_streams, METH_FASTCALL,
      "generate_streams(sys, dataset, count, chunk, plan, pristine, group, priority, generate_phase, make_pristine): "
      "system/generation.py's per-stream loop"},

@@ -25,6 +25,8 @@ from system.sys_core import SYS_CORE
 
 # a slot-for-slot copy in C (system/_sys_core.c); without it every phase runs its constructors
 _clone_slots = None if SYS_CORE is None else SYS_CORE.clone_slots
+# the same with new empty containers in the slots an algorithm names (PacketAlgorithm.FRESH_SLOTS)
+_clone_fresh = None if SYS_CORE is None else SYS_CORE.clone_fresh
 # the per-stream loop below in C (system/_sys_core.c: generate_streams), where compiled
 _generate_streams = None if SYS_CORE is None else SYS_CORE.generate_streams
 
@@ -40,7 +42,8 @@ def _pristine(phase: CollectivePhase, clone: Callable[[Any], Any]) -> "tuple | b
     copy = clone(phase)
     copy.algorithm = original
     if type(original).fresh_copy is PacketAlgorithm.fresh_copy:  # no Python call per stream
-        return copy, clone, original
+        fresh = original.FRESH_SLOTS
+        return (copy, clone, original) if not fresh else (copy, _clone_fresh, (original, fresh))
     return copy, original.fresh_copy, clone
 
 

@@ -18,7 +18,6 @@ All-to-all sends N−1 messages of ``data/N`` bytes (Ring would relay N(N−1)/2
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
 
 from system.collective.algorithm import ComType
 from system.collective.ring import Ring
@@ -29,6 +28,7 @@ class AllToAll(Ring):
     """The direct algorithm on one ring dimension (ASTRA-sim: AllToAll). Sizes in bytes."""
 
     __slots__ = ("middle_point", "pending", "_receiver_index", "_sender_index", "_step")
+    FRESH_SLOTS = ("pending",)
 
     def __init__(self, com_type: ComType, window: int, npu_id: int, topology: RingTopology,
                  data_size: int, direction: Direction) -> None:
@@ -45,12 +45,6 @@ class AllToAll(Ring):
         own = topology.index_in_ring
         self._receiver_index = (own + self._step) % n
         self._sender_index = (own - self._step) % n
-
-    def fresh_copy(self, clone: Callable[[Any], Any]) -> "AllToAll | None":
-        c = super().fresh_copy(clone)
-        if c is not None:
-            c.pending = deque()
-        return c
 
     # -- events ---------------------------------------------------------------------------
     def run_general(self) -> None:

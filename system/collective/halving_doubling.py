@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Callable
 
 from system.collective.algorithm import ComType
 from system.collective.packet_algorithm import PacketAlgorithm
@@ -31,6 +30,7 @@ class HalvingDoubling(PacketAlgorithm):
     """Halving-doubling on one ring dimension (ASTRA-sim: HalvingDoubling). Sizes in bytes."""
 
     __slots__ = ("rank_offset", "offset_multiplier", "pending")
+    FRESH_SLOTS = ("pending",)
 
     def __init__(self, com_type: ComType, npu_id: int, topology: RingTopology, data_size: int) -> None:
         super().__init__(com_type, npu_id, topology, data_size)
@@ -88,12 +88,6 @@ class HalvingDoubling(PacketAlgorithm):
             return
         index = _partner_index(self.topology.index_in_ring, self.rank_offset, self.nodes_in_ring)
         self.curr_receiver = self.curr_sender = self.topology.member_at(index)
-
-    def fresh_copy(self, clone: Callable[[Any], Any]) -> "HalvingDoubling | None":
-        c = super().fresh_copy(clone)
-        if c is not None:
-            c.pending = deque()
-        return c
 
     # -- packets --------------------------------------------------------------------------
     def insert_packet(self) -> None:

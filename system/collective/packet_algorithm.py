@@ -36,11 +36,19 @@ class PacketAlgorithm(Algorithm):
         self.fast = topology.local  # group rings: MemBus's fixed 10-cycle "fast" delay
         self.total_packets_received = 0
 
+    #: slots that hold a container of the algorithm's own (empty before a stream runs): a copy
+    #: gets a new empty one of the same type, every other slot is shared
+    FRESH_SLOTS: tuple[str, ...] = ()
+
     def fresh_copy(self, clone: Callable[[Any], Any]) -> "PacketAlgorithm | None":
-        """Called on an algorithm no stream has run: every slot is a number, a shared immutable
-        or None, so ``clone``'s shallow copy (system/_sys_core.c: clone_slots) is the state the
-        constructor would give; a subclass with a container of its own gives the copy a new one."""
-        return clone(self)
+        """Called on an algorithm no stream has run: every slot is a number, a shared immutable,
+        None, or an empty container named in FRESH_SLOTS, so ``clone``'s shallow copy
+        (system/_sys_core.c: clone_slots) with new containers is the state the constructor would
+        give (system/_sys_core.c: clone_fresh does the same in one call)."""
+        c = clone(self)
+        for name in self.FRESH_SLOTS:
+            setattr(c, name, type(getattr(self, name))())
+        return c
 
     # -- events ---------------------------------------------------------------------------
     def run_stream_init(self) -> None:

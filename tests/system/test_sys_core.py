@@ -12,6 +12,8 @@ from network.config import NetworkConfig
 from system.config import SystemConfig
 from system.sys import Sys
 from system.sys_core import SYS_CORE
+from system.generation import _pristine
+from system.stream import CollectivePhase
 
 native = pytest.mark.skipif(SYS_CORE is None, reason="system._sys_core is not built")
 NET = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]})
@@ -181,10 +183,35 @@ def test_a_fresh_copy_is_the_constructed_state_with_its_own_queue() -> None:
                  lambda: HalvingDoubling(ComType.REDUCE_SCATTER, 3, topo, 1 << 20)):
         proto = make()
         copy = proto.fresh_copy(SYS_CORE.clone_slots)
-        assert type(copy) is type(proto) and slots(copy) == slots(make())
+        # generation.py's pristine entry: copier(argument) is what streams get, without a Python call
+        _, copier, argument = _pristine(CollectivePhase(0, make()), SYS_CORE.clone_slots)
+        in_c = copier(argument)
+        assert copier is (SYS_CORE.clone_fresh if proto.FRESH_SLOTS else SYS_CORE.clone_slots)
+        for c in (copy, in_c):
+            assert type(c) is type(proto) and slots(c) == slots(make())
         if hasattr(proto, "pending"):
+            assert proto.FRESH_SLOTS == ("pending",)
             copy.pending.append((1, 2))
-            assert not proto.pending
+            in_c.pending.append((3, 4))
+            assert not proto.pending and not argument[0].pending and list(copier(argument).pending) == []
+
+
+@native
+def test_clone_fresh_gives_each_named_slot_a_new_empty_container() -> None:
+    from collections import deque
+
+    class A:
+        __slots__ = ("q", "d", "n")
+
+    x = A()
+    x.q, x.d, x.n = deque([1]), {"k": 1}, 5
+    y = SYS_CORE.clone_fresh((x, ("q", "d")))
+    assert type(y.q) is deque and not y.q and y.d == {} and y.n == 5 and list(x.q) == [1]
+    for bad in (x, (x,), (x, ["q"])):
+        with pytest.raises(TypeError, match="clone_fresh takes"):
+            SYS_CORE.clone_fresh(bad)
+    with pytest.raises(AttributeError):
+        SYS_CORE.clone_fresh((x, ("missing",)))
 
 
 def _batch_program(s: Sys, seed: int) -> list:
