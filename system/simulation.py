@@ -12,8 +12,6 @@ import warnings
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from network.analytical.symmetric import SymmetricUnawareBackend
-from network.analytical.symmetric_aware import SymmetricAwareBackend
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
 from network.files import is_file, path_str
@@ -332,9 +330,14 @@ class _RankRun:
             net_backend = OrbitNetwork(inner, group)
             ranks = group.reps
         elif self.name == "congestion-aware":
+            # imported where a representative runs: the runs that have none need not (start-up)
+            from network.analytical.symmetric_aware import SymmetricAwareBackend
+
             net_backend = SymmetricAwareBackend(net, group, max_events=self.max_events, wall_limit_s=budget)
             ranks = [0]
         else:
+            from network.analytical.symmetric import SymmetricUnawareBackend
+
             net_backend = SymmetricUnawareBackend(net, max_events=self.max_events, wall_limit_s=budget)
             ranks = [0]
         batcher = RingBatcher.for_backend(net_backend) if batching else None
