@@ -168,8 +168,9 @@ def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if seen is not None and (seen[0] is b or seen[0] == b):
             rank = w.rank
             ranks.append(dict(seen[1], rank=rank))
-            if not reps_only:
-                colls.extend(dict(c, rank=rank, pg=v["pg"] or None) for c, v in zip(seen[2], w.collectives))
+            if not reps_only:  # its records are the representative's, in its rank and groups
+                names = {pg: w.group_name(pg) for pg in {c["pg"] for c in seen[2]}}  # a few groups per rank
+                colls.extend([dict(c, rank=rank, pg=names[c["pg"]]) for c in seen[2]])
             continue
         r, c = rank_breakdown(w, b), collective_records(w, b)
         if viewed is w:
