@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Iterable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
@@ -391,7 +391,7 @@ class _Indented:
         elif isinstance(obj, (list, tuple)):
             if not obj:
                 self.put("[]")
-            elif len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
+            elif len(obj) >= _MIN_ROWS and all(map(isinstance, obj, repeat(dict))):
                 self.rows(obj, level)
             elif set(map(type, obj)) <= _SCALARS:
                 self.flat(obj, level, "[", "]")
@@ -467,27 +467,34 @@ class _Indented:
         ``sep``-joined, as one %-format of a row template (``opening``, the items ``item_sep``-
         joined, ``closing``): integers by %d, each other column encoded by one call, none of the
         keys encoded again (as a C encoder call per record does); None for records of another shape."""
-        if set(map(type, records)) != {dict} or len(set(map(tuple, records))) != 1:
+        if set(map(type, records)) != {dict}:
             return None
-        keys = tuple(records[0])
-        if not keys or set(map(type, keys)) != {str}:  # 1 == 1.0 == True: equal tuples, other spellings
+        keys = list(records[0])
+        if not keys or set(map(type, keys)) != {str}:  # 1 == 1.0 == True: equal keys, other spellings
             return None
-        formats, cells = [], []
-        for column in zip(*map(dict.values, records)):
+        # all the keys in a row are the first record's, repeated: then each record has n of them in
+        # that order (distinct keys: none has more, so none fewer), and column j of the values in a
+        # row is every n-th from j, read and replaced in place rather than transposed and back
+        if list(chain.from_iterable(records)) != keys * len(records):
+            return None
+        n = len(keys)
+        values = list(chain.from_iterable(map(dict.values, records)))
+        formats = []
+        for j in range(n):
+            column = values[j::n]
             kinds = set(map(type, column))
             if kinds == {int}:
                 formats.append("%d")
-                cells.append(column)
             elif kinds == {str}:
                 formats.append("%s")
-                cells.append(list(map(json.encoder.encode_basestring_ascii, column)))
+                values[j::n] = map(json.encoder.encode_basestring_ascii, column)
             elif kinds <= _SCALARS:
                 formats.append("%s")
-                cells.append(self.encoded(column, kinds))
+                values[j::n] = self.encoded(column, kinds)
             else:
                 return None
         row = opening + item_sep.join(self.key(k).replace("%", "%%") + ": " + f for k, f in zip(keys, formats)) + closing
-        return sep.join([row] * len(records)) % tuple(chain.from_iterable(zip(*cells)))
+        return sep.join([row] * len(records)) % tuple(values)
 
 
 def _default(o: Any) -> Any:
