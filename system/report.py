@@ -31,6 +31,7 @@ from system.collective_records import (  # noqa: F401 (re-exported: report.py's 
     collective_records,
     nccl_bandwidths,
     summarise_collectives,
+    summarise_parts,
 )
 from system.waiting import communication_starts, orbit_communication_starts
 
@@ -153,12 +154,13 @@ def network_dimensions(result: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every rank's breakdown and collectives. A view of a representative's workload
+def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[list]]:
+    """Every rank's breakdown and collectives, and the collectives as parts for the summary:
+    [records, the ranks that ran them alike]. A view of a representative's workload
     (simulation.RankView) that waited as it did has its figures, under its own rank and groups."""
     begun = _communication_starts(result)
-    ranks, colls = [], []
-    done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]]]] = {}
+    ranks, colls, parts = [], [], []
+    done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]], list]] = {}
     # a workload written per orbit: the report lists the representatives' collectives only (each
     # stands for |G| records that differ in rank and group alone; the summary counts them all)
     reps_only = bool(result.inputs.get("per_orbit_files"))
@@ -171,17 +173,20 @@ def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             if not reps_only:  # its records are the representative's, in its rank and groups
                 names = {pg: w.group_name(pg) for pg in {c["pg"] for c in seen[2]}}  # a few groups per rank
                 colls.extend([dict(c, rank=rank, pg=names[c["pg"]]) for c in seen[2]])
+                seen[3][1] += 1
             continue
         r, c = rank_breakdown(w, b), collective_records(w, b)
+        part = [c, 1]
         if viewed is w:
-            done[id(w)] = (b, r, c)
+            done[id(w)] = (b, r, c, part)
         ranks.append(r)
         colls.extend(c)
-    return ranks, colls
+        parts.append(part)
+    return ranks, colls, parts
 
 
 def build_report(result: Any) -> dict[str, Any]:
-    ranks, colls = _per_rank(result)
+    ranks, colls, parts = _per_rank(result)
     fin = [r["finish_cycles"] for r in ranks]
     weight = result.orbits.size if result.inputs.get("per_orbit_files") else 1
     return {
@@ -204,7 +209,7 @@ def build_report(result: Any) -> dict[str, Any]:
             "events": result.events,
             "wall_seconds": round(result.wall_s, 6),
         },
-        "collective_summary": summarise_collectives(colls, weight),
+        "collective_summary": summarise_parts((c, k * weight) for c, k in parts),
         "collectives": colls,
         **({"collectives_of": f"the {len(result.orbits.reps)} representatives of a workload written per orbit; "
                               f"each record stands for {weight} (its images differ in rank and group only)"}
