@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 from itertools import chain, repeat
-from typing import Any, Iterable
+from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import atomic_open, exists, is_file, path_str
@@ -38,39 +38,9 @@ from system.waiting import communication_starts, orbit_communication_starts
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
 
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
-def _length(iv: list[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in iv)
-
-
-def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        s = max(a[i][0], b[j][0])
-        e = min(a[i][1], b[j][1])
-        if e > s:
-            total += e - s
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
 
 def _covered(intervals: list[tuple[int, int]]) -> int:
-    """The length of the union of ``intervals``: ``_length(_union(intervals))`` without the list."""
+    """The length of the union of ``intervals``, in one sweep."""
     total, reach = 0, float("-inf")
     for s, e in sorted(intervals):
         if s < reach:

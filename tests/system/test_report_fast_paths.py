@@ -19,9 +19,10 @@ from hypothesis import given, settings, strategies as st
 
 import system.report
 from chakra_proto import enums as pb
+from intervals import intersection_length, length, union
 from system.collective_records import (collective_group_size, collective_records, nccl_bandwidths,
                                        summarise_collectives, summarise_parts)
-from system.report import _COMM_TYPES, _MIN_ROWS, NS_PER_S, _intersection_length, _length, _union, dump_json, rank_breakdown
+from system.report import _COMM_TYPES, _MIN_ROWS, NS_PER_S, dump_json, rank_breakdown
 
 
 def reference_dump(data: Any, fp: Any, indent: int | None = None) -> None:
@@ -167,20 +168,20 @@ def reference_breakdown(workload: Any, comm_starts: dict[int, int] | None = None
                 comm.append((c, e))
             else:
                 comm.append((s, e))
-    comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
-    gpu_u = _union(comp_u + comm_u)
-    busy_u = _union(gpu_u + cpu_u)
+    comp_u, comm_u, cpu_u, wait_u = union(comp), union(comm), union(cpu), union(wait)
+    gpu_u = union(comp_u + comm_u)
+    busy_u = union(gpu_u + cpu_u)
     finish = workload.finish_time or 0
-    compute, comm_total, cpu_total = _length(comp_u), _length(comm_u), _length(cpu_u)
-    overlap = _intersection_length(comp_u, comm_u)
+    compute, comm_total, cpu_total = length(comp_u), length(comm_u), length(cpu_u)
+    overlap = intersection_length(comp_u, comm_u)
     exposed = comm_total - overlap
-    exposed_cpu = cpu_total - _intersection_length(cpu_u, gpu_u)
+    exposed_cpu = cpu_total - intersection_length(cpu_u, gpu_u)
     return {
         "rank": workload.rank, "finish_cycles": finish, "finish_seconds": finish / NS_PER_S,
         "compute_cycles": compute, "comm_cycles": comm_total, "exposed_comm_cycles": exposed,
         "cpu_cycles": cpu_total, "exposed_cpu_cycles": exposed_cpu,
         "idle_cycles": finish - compute - exposed - exposed_cpu,
-        "wait_cycles": _length(wait_u) - _intersection_length(wait_u, busy_u),
+        "wait_cycles": length(wait_u) - intersection_length(wait_u, busy_u),
         "overlap_pct": round(100.0 * overlap / comm_total, 3) if comm_total else 0.0,
         "nodes": len(nodes),
     }
