@@ -108,7 +108,7 @@ def summarise_collectives(records: list[dict[str, Any]], weight: int = 1) -> lis
 def summarise_parts(parts: Iterable[tuple[list[dict[str, Any]], int]]) -> list[dict[str, Any]]:
     """``summarise_collectives`` of lists of records, each record of a list standing for as many
     equal ones as the list's weight (the ranks that ran a representative's collectives alike)."""
-    groups: dict[tuple, list[int]] = {}  # → [records, their total duration, total wait, longest duration]
+    groups: dict[tuple, list[int]] = {}  # (type, size, algorithm, ranks) → [count, Σ duration, Σ wait, longest]
     for records, weight in parts:
         for r in records:
             key = (r["type"], r["size_bytes"], r["algorithm"], r["group_size"])
