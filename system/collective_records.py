@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable
 
 # collective -> (busbw factor as a function of N, whether S is N x comm_size)
 _BUS_FACTOR = {
@@ -102,18 +102,37 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
 def summarise_collectives(records: list[dict[str, Any]], weight: int = 1) -> list[dict[str, Any]]:
     """Collectives grouped by (type, size, algorithm, ranks), over all ranks that ran them
     (``weight``: each record stands for that many equal ones)."""
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in records:
-        groups.setdefault((r["type"], r["size_bytes"], r["algorithm"], r["group_size"]), []).append(r)
+    return summarise_parts([(records, weight)])
+
+
+def summarise_parts(parts: Iterable[tuple[list[dict[str, Any]], int]]) -> list[dict[str, Any]]:
+    """``summarise_collectives`` of lists of records, each record of a list standing for as many
+    equal ones as the list's weight (the ranks that ran a representative's collectives alike)."""
+    groups: dict[tuple, list[int]] = {}  # (type, size, algorithm, ranks) → [count, Σ duration, Σ wait, longest]
+    for records, weight in parts:
+        for r in records:
+            key = (r["type"], r["size_bytes"], r["algorithm"], r["group_size"])
+            d, w = r["duration_cycles"], r.get("wait_cycles", 0)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [weight, d * weight, w * weight, d]
+            else:
+                g[0] += weight
+                g[1] += d * weight
+                g[2] += w * weight
+                if d > g[3]:
+                    g[3] = d
     out = []
-    for (ctype, size, algo, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
-        mean = sum(r["duration_cycles"] for r in rs) / len(rs)
-        mean_wait = sum(r.get("wait_cycles", 0) for r in rs) / len(rs)
+    for (ctype, size, algo, n), (count, total, total_wait, longest) in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
+        # cycles are integers: the weighted totals are exact, and int / int is correctly rounded,
+        # so a mean is the same whichever way its records were counted
+        mean, mean_wait = total / count, total_wait / count
         data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean - mean_wait)
         out.append({
-            "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs) * weight,
+            "type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": count,
             "mean_duration_cycles": round(mean, 3),
-            "max_duration_cycles": max(r["duration_cycles"] for r in rs),
+            "max_duration_cycles": longest,
             "mean_wait_cycles": round(mean_wait, 3),
             "algbw_gb_s": algbw, "busbw_gb_s": busbw,
         })

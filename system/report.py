@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-from itertools import chain
-from typing import Any, Iterable
+from itertools import chain, repeat
+from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import atomic_open, exists, is_file, path_str
@@ -31,45 +31,16 @@ from system.collective_records import (  # noqa: F401 (re-exported: report.py's 
     collective_records,
     nccl_bandwidths,
     summarise_collectives,
+    summarise_parts,
 )
 from system.waiting import communication_starts, orbit_communication_starts
 
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
 
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
-def _length(iv: list[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in iv)
-
-
-def _intersection_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        s = max(a[i][0], b[j][0])
-        e = min(a[i][1], b[j][1])
-        if e > s:
-            total += e - s
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
 
 def _covered(intervals: list[tuple[int, int]]) -> int:
-    """The length of the union of ``intervals``: ``_length(_union(intervals))`` without the list."""
+    """The length of the union of ``intervals``, in one sweep."""
     total, reach = 0, float("-inf")
     for s, e in sorted(intervals):
         if s < reach:
@@ -153,12 +124,13 @@ def network_dimensions(result: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every rank's breakdown and collectives. A view of a representative's workload
+def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[list]]:
+    """Every rank's breakdown and collectives, and the collectives as parts for the summary:
+    [records, the ranks that ran them alike]. A view of a representative's workload
     (simulation.RankView) that waited as it did has its figures, under its own rank and groups."""
     begun = _communication_starts(result)
-    ranks, colls = [], []
-    done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]]]] = {}
+    ranks, colls, parts = [], [], []
+    done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]], list]] = {}
     # a workload written per orbit: the report lists the representatives' collectives only (each
     # stands for |G| records that differ in rank and group alone; the summary counts them all)
     reps_only = bool(result.inputs.get("per_orbit_files"))
@@ -168,19 +140,23 @@ def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if seen is not None and (seen[0] is b or seen[0] == b):
             rank = w.rank
             ranks.append(dict(seen[1], rank=rank))
-            if not reps_only:
-                colls.extend(dict(c, rank=rank, pg=v["pg"] or None) for c, v in zip(seen[2], w.collectives))
+            if not reps_only:  # its records are the representative's, in its rank and groups
+                names = {pg: w.group_name(pg) for pg in {c["pg"] for c in seen[2]}}  # a few groups per rank
+                colls.extend([dict(c, rank=rank, pg=names[c["pg"]]) for c in seen[2]])
+                seen[3][1] += 1
             continue
         r, c = rank_breakdown(w, b), collective_records(w, b)
+        part = [c, 1]
         if viewed is w:
-            done[id(w)] = (b, r, c)
+            done[id(w)] = (b, r, c, part)
         ranks.append(r)
         colls.extend(c)
-    return ranks, colls
+        parts.append(part)
+    return ranks, colls, parts
 
 
 def build_report(result: Any) -> dict[str, Any]:
-    ranks, colls = _per_rank(result)
+    ranks, colls, parts = _per_rank(result)
     fin = [r["finish_cycles"] for r in ranks]
     weight = result.orbits.size if result.inputs.get("per_orbit_files") else 1
     return {
@@ -203,7 +179,7 @@ def build_report(result: Any) -> dict[str, Any]:
             "events": result.events,
             "wall_seconds": round(result.wall_s, 6),
         },
-        "collective_summary": summarise_collectives(colls, weight),
+        "collective_summary": summarise_parts((c, k * weight) for c, k in parts),
         "collectives": colls,
         **({"collectives_of": f"the {len(result.orbits.reps)} representatives of a workload written per orbit; "
                               f"each record stands for {weight} (its images differ in rank and group only)"}
@@ -390,7 +366,7 @@ class _Indented:
         elif isinstance(obj, (list, tuple)):
             if not obj:
                 self.put("[]")
-            elif len(obj) >= _MIN_ROWS and all(isinstance(x, dict) for x in obj):
+            elif len(obj) >= _MIN_ROWS and all(map(isinstance, obj, repeat(dict))):
                 self.rows(obj, level)
             elif set(map(type, obj)) <= _SCALARS:
                 self.flat(obj, level, "[", "]")
@@ -466,27 +442,34 @@ class _Indented:
         ``sep``-joined, as one %-format of a row template (``opening``, the items ``item_sep``-
         joined, ``closing``): integers by %d, each other column encoded by one call, none of the
         keys encoded again (as a C encoder call per record does); None for records of another shape."""
-        if set(map(type, records)) != {dict} or len(set(map(tuple, records))) != 1:
+        if set(map(type, records)) != {dict}:
             return None
-        keys = tuple(records[0])
-        if not keys or set(map(type, keys)) != {str}:  # 1 == 1.0 == True: equal tuples, other spellings
+        keys = list(records[0])
+        if not keys or set(map(type, keys)) != {str}:  # 1 == 1.0 == True: equal keys, other spellings
             return None
-        formats, cells = [], []
-        for column in zip(*map(dict.values, records)):
+        # all the keys in a row are the first record's, repeated: then each record has n of them in
+        # that order (distinct keys: none has more, so none fewer), and column j of the values in a
+        # row is every n-th from j, read and replaced in place rather than transposed and back
+        if list(chain.from_iterable(records)) != keys * len(records):
+            return None
+        n = len(keys)
+        values = list(chain.from_iterable(map(dict.values, records)))
+        formats = []
+        for j in range(n):
+            column = values[j::n]
             kinds = set(map(type, column))
             if kinds == {int}:
                 formats.append("%d")
-                cells.append(column)
             elif kinds == {str}:
                 formats.append("%s")
-                cells.append(list(map(json.encoder.encode_basestring_ascii, column)))
+                values[j::n] = map(json.encoder.encode_basestring_ascii, column)
             elif kinds <= _SCALARS:
                 formats.append("%s")
-                cells.append(self.encoded(column, kinds))
+                values[j::n] = self.encoded(column, kinds)
             else:
                 return None
         row = opening + item_sep.join(self.key(k).replace("%", "%%") + ": " + f for k, f in zip(keys, formats)) + closing
-        return sep.join([row] * len(records)) % tuple(chain.from_iterable(zip(*cells)))
+        return sep.join([row] * len(records)) % tuple(values)
 
 
 def _default(o: Any) -> Any:

@@ -36,15 +36,16 @@ class RankView:
         """The communicator group that plays, for this rank, the part ``gid`` plays for the representative."""
         return gid if self._groups is None else self._groups.get(gid, gid)
 
+    def group_name(self, pg: str | None) -> str | None:
+        """A representative's collective's ``pg`` (its communicator group's name) as this rank's."""
+        if self._groups is None or pg in (None, "", "0"):
+            return pg
+        return str(self.group(int(pg)))
+
     @property
     def collectives(self) -> list[dict[str, Any]]:
         own = self._w.collectives
         if self._groups is None:
             return own
-        out = []
-        for c in own:
-            pg = c.get("pg")
-            if pg not in (None, "", "0"):
-                c = dict(c, pg=str(self.group(int(pg))))
-            out.append(c)
-        return out
+        names = {pg: self.group_name(pg) for pg in {c.get("pg") for c in own}}  # a few groups per rank
+        return [c if c.get("pg") in (None, "", "0") else dict(c, pg=names[c["pg"]]) for c in own]

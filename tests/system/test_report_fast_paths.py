@@ -3,7 +3,8 @@ as the lift-and-splice writer it replaced (json's indented layout, each long lis
 one per line), on drawn data whose strings hold what could confuse a splice (quotes, braces,
 ``}, {``, NUL, %, non-ASCII); a rank's breakdown as the unions and intersections of its
 intervals, on drawn intervals (overlapping, touching, empty, backwards, in any order); a rank's
-collective records as nccl_bandwidths per record."""
+collective records as nccl_bandwidths per record; the summary of weighted lists of records as
+that of the records, each repeated as often as its list's weight."""
 from __future__ import annotations
 
 import io
@@ -18,8 +19,10 @@ from hypothesis import given, settings, strategies as st
 
 import system.report
 from chakra_proto import enums as pb
-from system.collective_records import collective_group_size, collective_records, nccl_bandwidths
-from system.report import _COMM_TYPES, _MIN_ROWS, NS_PER_S, _intersection_length, _length, _union, dump_json, rank_breakdown
+from intervals import intersection_length, length, union
+from system.collective_records import (collective_group_size, collective_records, nccl_bandwidths,
+                                       summarise_collectives, summarise_parts)
+from system.report import _COMM_TYPES, _MIN_ROWS, NS_PER_S, dump_json, rank_breakdown
 
 
 def reference_dump(data: Any, fp: Any, indent: int | None = None) -> None:
@@ -165,20 +168,20 @@ def reference_breakdown(workload: Any, comm_starts: dict[int, int] | None = None
                 comm.append((c, e))
             else:
                 comm.append((s, e))
-    comp_u, comm_u, cpu_u, wait_u = _union(comp), _union(comm), _union(cpu), _union(wait)
-    gpu_u = _union(comp_u + comm_u)
-    busy_u = _union(gpu_u + cpu_u)
+    comp_u, comm_u, cpu_u, wait_u = union(comp), union(comm), union(cpu), union(wait)
+    gpu_u = union(comp_u + comm_u)
+    busy_u = union(gpu_u + cpu_u)
     finish = workload.finish_time or 0
-    compute, comm_total, cpu_total = _length(comp_u), _length(comm_u), _length(cpu_u)
-    overlap = _intersection_length(comp_u, comm_u)
+    compute, comm_total, cpu_total = length(comp_u), length(comm_u), length(cpu_u)
+    overlap = intersection_length(comp_u, comm_u)
     exposed = comm_total - overlap
-    exposed_cpu = cpu_total - _intersection_length(cpu_u, gpu_u)
+    exposed_cpu = cpu_total - intersection_length(cpu_u, gpu_u)
     return {
         "rank": workload.rank, "finish_cycles": finish, "finish_seconds": finish / NS_PER_S,
         "compute_cycles": compute, "comm_cycles": comm_total, "exposed_comm_cycles": exposed,
         "cpu_cycles": cpu_total, "exposed_cpu_cycles": exposed_cpu,
         "idle_cycles": finish - compute - exposed - exposed_cpu,
-        "wait_cycles": _length(wait_u) - _intersection_length(wait_u, busy_u),
+        "wait_cycles": length(wait_u) - intersection_length(wait_u, busy_u),
         "overlap_pct": round(100.0 * overlap / comm_total, 3) if comm_total else 0.0,
         "nodes": len(nodes),
     }
@@ -256,3 +259,35 @@ def test_records_are_nccl_bandwidths_per_record(drawn: tuple[Any, dict[int, int]
     w, begun = drawn
     for starts in (begun, None):
         assert json.dumps(collective_records(w, starts)) == json.dumps(reference_records(w, starts))
+
+
+def reference_summary(records: list[dict[str, Any]], weight: int = 1) -> list[dict[str, Any]]:
+    """summarise_collectives as it was: each group's records listed, then summed."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["type"], r["size_bytes"], r["algorithm"], r["group_size"]), []).append(r)
+    out = []
+    for (ctype, size, algo, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]), kv[0][3])):
+        mean = sum(r["duration_cycles"] for r in rs) / len(rs)
+        mean_wait = sum(r.get("wait_cycles", 0) for r in rs) / len(rs)
+        data, algbw, busbw = nccl_bandwidths(ctype, size, n, mean - mean_wait)
+        out.append({"type": ctype, "size_bytes": size, "algorithm": algo, "group_size": n, "count": len(rs) * weight,
+                    "mean_duration_cycles": round(mean, 3), "max_duration_cycles": max(r["duration_cycles"] for r in rs),
+                    "mean_wait_cycles": round(mean_wait, 3), "algbw_gb_s": algbw, "busbw_gb_s": busbw})
+    return out
+
+
+RECORDS = st.lists(st.fixed_dictionaries(
+    {"type": st.sampled_from(["ALL_REDUCE", "ALL_GATHER", "BROADCAST"]), "size_bytes": st.sampled_from([0, 1, 3 << 20]),
+     "algorithm": st.sampled_from(["ring", "direct", None]), "group_size": st.integers(0, 4),
+     "duration_cycles": st.integers(0, 10**12)},
+    optional={"wait_cycles": st.integers(0, 10**12)}), max_size=8)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(st.tuples(RECORDS, st.integers(1, 5)), max_size=4), weight=st.integers(1, 3))
+def test_a_summary_of_weighted_parts_is_that_of_the_records_repeated(parts: list, weight: int) -> None:
+    every = [r for records, k in parts for r in records for _ in range(k)]
+    want = json.dumps(reference_summary(every, weight))
+    assert json.dumps(summarise_parts((records, k * weight) for records, k in parts)) == want
+    assert json.dumps(summarise_collectives(every, weight)) == want

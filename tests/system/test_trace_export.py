@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 from conftest import EXAMPLES, run_cli
+from intervals import intersection_length, length, union
 from system.main import run_simulation
-from system.report import _intersection_length, _length, _union, build_report
+from system.report import build_report
 from system.waiting import communication_starts
 from system.trace_export import COMM_STREAM, COMPUTE_STREAM, compute_kernel_name, rank_trace
 from workload.builder import GraphBuilder
@@ -95,14 +96,14 @@ def test_trace_figures_equal_the_report(tmp_path: Path) -> None:
         trace = rank_trace(w, 4, comm_starts=b)
         ns = lambda e: (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))  # noqa: E731
         gpu = [e for e in trace["traceEvents"] if e.get("cat") in GPU_CATS]
-        comp = _union(ns(e) for e in gpu if not HTA_NOT_COMPUTE_RE.match(e["name"]))
-        comm = _union(ns(e) for e in gpu if HTA_COMM_RE.match(e["name"]))
-        every = _union(ns(e) for e in gpu)
-        assert _length(comp) == rr["compute_cycles"]
-        assert _length(every) - _length(comp) == rr["exposed_comm_cycles"]
+        comp = union(ns(e) for e in gpu if not HTA_NOT_COMPUTE_RE.match(e["name"]))
+        comm = union(ns(e) for e in gpu if HTA_COMM_RE.match(e["name"]))
+        every = union(ns(e) for e in gpu)
+        assert length(comp) == rr["compute_cycles"]
+        assert length(every) - length(comp) == rr["exposed_comm_cycles"]
         # the GPU idles while the CPU works, too: HTA's idle is our idle + exposed CPU
-        assert every[-1][1] - every[0][0] - _length(every) == rr["idle_cycles"] + rr["exposed_cpu_cycles"]
-        assert round(100 * _intersection_length(comp, comm) / _length(comm), 3) == rr["overlap_pct"]
+        assert every[-1][1] - every[0][0] - length(every) == rr["idle_cycles"] + rr["exposed_cpu_cycles"]
+        assert round(100 * intersection_length(comp, comm) / length(comm), 3) == rr["overlap_pct"]
 
 
 def test_concurrent_receives_get_streams_of_their_own(tmp_path: Path) -> None:
