@@ -40,10 +40,11 @@ def test_event_budget_stops_cleanly_and_an_exact_budget_finishes(tmp_path: Path,
 
 
 def _long_workload(tmp_path: Path) -> list[str]:
-    """8 ranks run one file of 8,000 all-reduces in a row: over 10 s of events, little setup."""
+    """8 ranks run one file of 40,000 all-reduces in a row: 37 M events, over 10 s of them on the
+    development machine (8,000 once were, until the event path got faster), little setup."""
     b = GraphBuilder()
     prev: list[int] = []
-    for i in range(8000):
+    for i in range(40_000):
         prev = [b.collective(f"ar{i}", "ALL_REDUCE", 1024, deps=prev)]
     b.write(tmp_path / "long", 0)
     return ["--workload", str(tmp_path / "long.0.et"), "--network", str(EXAMPLES / "network" / "Ring_8npus.yml"),
@@ -88,13 +89,14 @@ def test_generous_budgets_change_nothing(tmp_path: Path) -> None:
 
 
 def test_wall_time_budget_stops_a_long_run_on_time(tmp_path: Path, capsys) -> None:
-    """A 256-NPU ring all-reduce on the general path (about 1.3 M events, seconds of work) with a
-    0.5 s budget stops with exit 2 well before it would have finished."""
+    """A 1,024-NPU ring all-reduce on the general path (about 21 M events, seconds of work; the
+    256-NPU one it replaced now takes 0.3 s) with a 0.5 s budget stops with exit 2 well before it
+    would have finished."""
     from workload.builder import write_collective_microbenchmark
 
-    spec = write_collective_microbenchmark(tmp_path / "ar", 256, "ALL_REDUCE", 1 << 30, shared=True)
-    net = tmp_path / "ring256.yml"
-    net.write_text("topology: [Ring]\nnpus_count: [256]\nbandwidth: [50]\nlatency: [500]\n")
+    spec = write_collective_microbenchmark(tmp_path / "ar", 1024, "ALL_REDUCE", 1 << 30, shared=True)
+    net = tmp_path / "ring1024.yml"
+    net.write_text("topology: [Ring]\nnpus_count: [1024]\nbandwidth: [50]\nlatency: [500]\n")
     t0 = time.perf_counter()
     assert main(["--workload", spec, "--network", str(net), "--no-symmetry", "--no-batching", "--quiet",
                  "--max-wall-seconds", "0.5"]) == 2
