@@ -1,7 +1,7 @@
 """The one thing pyproject.toml cannot say: network/_event_core.c, the event queue in C,
 network/_aware_links.c, the congestion-aware links, network/_pairing.c, the send/receive pairing,
-system/_sys_core.c, the system layer's per-message ring path, and chakra_proto/_wire_core.c, the ET
-node decoder.
+system/_sys_core.c, the system layer's per-message ring path, chakra_proto/_wire_core.c, the ET
+node decoder, and workload/_graph_core.c, the linking of a workload's shared nodes.
 
 It is optional: without a C compiler pip install still succeeds and the simulator runs the
 Python queue (network/event_queue.py), with the same results, slower."""
@@ -32,5 +32,10 @@ setup(ext_modules=[
         "chakra_proto._wire_core", ["chakra_proto/_wire_core.c"], optional=True,
         define_macros=[("DTSIM_SOURCE_CHECKSUM",
                         f'"{native_build.source_checksum(HERE / "chakra_proto", native_build.WIRE_SOURCES)}"')],
+    ),
+    Extension(
+        "workload._graph_core", ["workload/_graph_core.c"], optional=True,
+        define_macros=[("DTSIM_SOURCE_CHECKSUM",
+                        f'"{native_build.source_checksum(HERE / "workload", native_build.GRAPH_SOURCES)}"')],
     ),
 ])

@@ -16,6 +16,8 @@ SYSTEM_SOURCES = ("_sys_core.c", "_feeder.c", "_feeder.h", "../network/_event_co
 #: chakra_proto/_wire_core.c, ``chakra_proto._wire_core``; chakra_proto imports nothing of ours, so
 #: chakra_proto/wire.py checks this checksum itself, by the same rule
 WIRE_SOURCES = ("_wire_core.c",)
+#: workload/_graph_core.c, ``workload._graph_core``: link_shared's common case (workload/shared_nodes.py)
+GRAPH_SOURCES = ("_graph_core.c",)
 
 
 def source_checksum(folder: str | os.PathLike, sources: tuple[str, ...] = SOURCES) -> str | None:

@@ -13,14 +13,18 @@ which names the error or warns exactly as before.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Callable
 
+from network.native_build import GRAPH_SOURCES, load_checked
 from workload.dependencies import _warn as warn_ignored_ctrl_deps
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 _MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts
+# the common file (every dependency on an existing node of a lower id) linked in C, where compiled
+_CORE = load_checked("workload._graph_core", os.path.dirname(os.path.realpath(__file__)), GRAPH_SOURCES)
 
 
 def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
@@ -29,6 +33,16 @@ def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], share
     None where the file needs the full linking of workload/dependencies.py. ``entries`` are the
     parsed, not yet linked, nodes of ``frames`` (parents as the file gives them); ``may_share``
     says which nodes no later step rewrites."""
+    if _CORE is not None:
+        linked = _CORE.link_ascending(frames, entries, shared, may_share, _MAX_VARIANTS)
+        if linked is not None:
+            return linked
+    return _link_python(path, frames, entries, shared, may_share)
+
+
+def _link_python(path: str | Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
+                 may_share: Callable[[Any], bool]) -> dict[int, Any] | None:
+    """link_shared's reference, and its path for every file _CORE declines."""
     ids = {t.id for t in entries}
     has_all = ids.issuperset
     parents: list[tuple[int, ...]] = []
