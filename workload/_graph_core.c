@@ -1,7 +1,8 @@
-/* workload/shared_nodes.py's link_shared in C, for the files every converter writes: each
- * dependency on an existing node of a lower id. ``link_ascending`` returns None for any other
- * file before it has changed anything (a dependency on itself, on no node, or on a higher id),
- * and link_shared then links it in Python, which names errors, repairs or drops what it must.
+/* workload/shared_nodes.py's link_shared in C, for the files converters write: each dependency
+ * on a node of a lower id, or a control dependency on no node or on itself, which is dropped and
+ * listed in ``missing`` for link_shared to say. ``link_ascending`` returns None for any other file
+ * before it has changed anything (a data dependency on no node or on itself, a dependency on a
+ * higher id), and link_shared then links it in Python, which names errors and proves the rest.
  * Otherwise it returns what link_shared returns, by the same steps in the same order: the nodes
  * by id, each a shared Node where one with the same bytes, entry, parents and children exists,
  * else a clone of its template that joins the shared ones where ``may_share`` says it may.
@@ -20,14 +21,47 @@ static void clear_lists(PyObject **kids, Py_ssize_t n) {
     PyMem_Free(kids);
 }
 
-/* link_ascending(frames, entries, shared, may_share, max_variants) -> dict | None */
+/* a tuple of the dependencies of ``deps`` on other nodes that exist; each other one appended to
+ * ``missing`` as (id, dep), unless it is a data dependency: then 1 (declined), as link_shared
+ * names that error. 0 done, -1 error. */
+static int keep_existing(PyObject *t, PyObject *id, PyObject *pos, PyObject **deps, PyObject *missing) {
+    PyObject *data = PyObject_GetAttr(t, s_data_deps), *kept = data ? PyList_New(0) : NULL;
+    int rc = kept ? 0 : -1;
+    for (Py_ssize_t k = 0; rc == 0 && k < PyTuple_GET_SIZE(*deps); k++) {
+        PyObject *dep = PyTuple_GET_ITEM(*deps, k);
+        int self = PyObject_RichCompareBool(dep, id, Py_EQ), there = self ? 0 : PyDict_Contains(pos, dep);
+        if (self < 0 || there < 0) {
+            rc = -1;
+        } else if (!self && there) {
+            rc = PyList_Append(kept, dep);
+        } else {
+            int data_dep = PySequence_Contains(data, dep);
+            PyObject *pair = data_dep == 0 ? PyTuple_Pack(2, id, dep) : NULL;
+            rc = data_dep < 0 ? -1 : data_dep ? 1 : !pair || PyList_Append(missing, pair) < 0 ? -1 : 0;
+            Py_XDECREF(pair);
+        }
+    }
+    if (rc == 0) {
+        PyObject *tuple = PyList_AsTuple(kept);
+        if (tuple)
+            Py_SETREF(*deps, tuple);
+        else
+            rc = -1;
+    }
+    Py_XDECREF(kept);
+    Py_XDECREF(data);
+    return rc;
+}
+
+/* link_ascending(frames, entries, shared, may_share, max_variants, missing) -> dict | None */
 static PyObject *link_ascending(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyDict_Check(args[2])) {
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyDict_Check(args[2]) ||
+        !PyList_Check(args[5])) {
         PyErr_SetString(PyExc_TypeError, "link_ascending(frames: list, entries: list, shared: dict, may_share, "
-                                         "max_variants)");
+                                         "max_variants, missing: list)");
         return NULL;
     }
-    PyObject *frames = args[0], *entries = args[1], *shared = args[2], *may_share = args[3];
+    PyObject *frames = args[0], *entries = args[1], *shared = args[2], *may_share = args[3], *missing = args[5];
     Py_ssize_t max_variants = PyLong_AsSsize_t(args[4]);
     if (max_variants == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(entries);
@@ -56,16 +90,28 @@ static PyObject *link_ascending(PyObject *Py_UNUSED(m), PyObject *const *args, P
     }
     if (PyDict_GET_SIZE(pos) != n) goto decline; /* a repeated id: _parse_nodes refuses it first */
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* a dependency on itself or on no node is dropped (and said) where it is a control one */
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parents[i]); k++) {
+            PyObject *dep = PyTuple_GET_ITEM(parents[i], k);
+            int self = PyObject_RichCompareBool(dep, ids[i], Py_EQ), there = self ? 0 : PyDict_Contains(pos, dep);
+            if (self < 0 || there < 0) goto done;
+            if (self || !there) {
+                int kept = keep_existing(PyList_GET_ITEM(entries, i), ids[i], pos, &parents[i], missing);
+                if (kept < 0) goto done;
+                if (kept) goto decline;
+                break;
+            }
+        }
         PyObject *deps = parents[i];
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(deps); k++) {
             PyObject *dep = PyTuple_GET_ITEM(deps, k);
             int lower = PyObject_RichCompareBool(dep, ids[i], Py_LT);
             if (lower < 0) goto done;
-            if (!lower) goto decline; /* on itself or a higher id: the Python path decides */
+            if (!lower) goto decline; /* on a higher id: the Python path proves the rest acyclic */
             PyObject *at = PyDict_GetItemWithError(pos, dep); /* borrowed */
             if (!at) {
-                if (PyErr_Occurred()) goto done;
-                goto decline; /* on no node */
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "link_ascending: a kept dependency is gone");
+                goto done;
             }
             Py_ssize_t j = PyLong_AsSsize_t(at);
             if (!kids[j] && !(kids[j] = PyList_New(0))) goto done;
@@ -153,6 +199,7 @@ static PyObject *link_ascending(PyObject *Py_UNUSED(m), PyObject *const *args, P
     goto done;
 decline:
     result = Py_NewRef(Py_None);
+    if (PyList_SetSlice(missing, 0, PyList_GET_SIZE(missing), NULL) < 0) Py_CLEAR(result); /* untouched */
 done:
     Py_XDECREF(nodes);
     Py_XDECREF(pos);
@@ -164,8 +211,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"link_ascending", (PyCFunction)(void (*)(void))link_ascending, METH_FASTCALL,
-     "link_ascending(frames, entries, shared, may_share, max_variants): link_shared for files whose every "
-     "dependency is on an existing node of a lower id; None for any other file, untouched"},
+     "link_ascending(frames, entries, shared, may_share, max_variants, missing): link_shared for files whose "
+     "every kept dependency is on a node of a lower id; None for any other file, untouched"},
     {NULL, NULL, 0, NULL},
 };
 

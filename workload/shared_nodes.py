@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 _MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts
-# the common file (every dependency on an existing node of a lower id) linked in C, where compiled
+# the common file (every kept dependency on a node of a lower id) linked in C, where compiled
 _CORE = load_checked("workload._graph_core", os.path.dirname(os.path.realpath(__file__)), GRAPH_SOURCES)
 
 
@@ -34,8 +34,11 @@ def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], share
     parsed, not yet linked, nodes of ``frames`` (parents as the file gives them); ``may_share``
     says which nodes no later step rewrites."""
     if _CORE is not None:
-        linked = _CORE.link_ascending(frames, entries, shared, may_share, _MAX_VARIANTS)
+        missing: list[tuple[int, int]] = []
+        linked = _CORE.link_ascending(frames, entries, shared, may_share, _MAX_VARIANTS, missing)
         if linked is not None:
+            if missing:
+                warn_ignored_ctrl_deps(path, missing, [])
             return linked
     return _link_python(path, frames, entries, shared, may_share)
 

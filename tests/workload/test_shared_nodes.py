@@ -1,8 +1,9 @@
-"""workload/_graph_core.c (link_shared for files whose every dependency is on an existing node
-of a lower id) against the Python linking it stands in for: on random multi-rank workloads
+"""workload/_graph_core.c (link_shared for files whose every kept dependency is on a node of a
+lower id) against the Python linking it stands in for: on random multi-rank workloads
 (nodes repeated byte for byte across ranks, in other entries and contexts, CPU operators and
-point-to-point nodes that are never shared, and files with dependencies on missing nodes, on
-themselves or on higher ids, which the C path declines untouched), both load the same graphs:
+point-to-point nodes that are never shared, control dependencies on missing nodes or on
+themselves, which both drop and say, and dependencies on higher ids, which the C path declines
+untouched), both load the same graphs:
 every node's fields, parents, children and entry, the same nodes shared between files, and the
 same warnings and errors."""
 from __future__ import annotations
@@ -89,14 +90,16 @@ def _load(prefix: str, ranks: int, core: object, monkeypatch: pytest.MonkeyPatch
 
 def test_the_c_linking_loads_what_the_python_linking_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     core = shared_nodes._CORE
-    answered = declined = 0
+    answered = declined = dropped = 0
     calls: list = []
 
-    class Counting:  # which files the C path answered
+    class Counting:  # which files the C path answered, and with control dependencies dropped
         @staticmethod
         def link_ascending(*args: object) -> object:
             r = core.link_ascending(*args)
             calls.append(r is not None)
+            nonlocal dropped
+            dropped += r is not None and bool(args[5])
             return r
 
     for seed in range(150):
@@ -108,17 +111,21 @@ def test_the_c_linking_loads_what_the_python_linking_loads(tmp_path: Path, monke
         answered += sum(calls)
         declined += len(calls) - sum(calls)
         assert ours == _load(prefix, ranks, None, monkeypatch), f"seed {seed}"
-    assert answered > 200 and declined > 20, (answered, declined)  # both paths were taken often
+    assert answered > 200 and declined > 20 and dropped > 10, (answered, declined, dropped)  # every path, often
 
 
-def test_a_file_the_c_path_declines_is_left_untouched() -> None:
-    """A dependency on a higher id seen after shared nodes were linked: None, and ``shared``
-    unchanged, so the Python linking starts from the same state."""
-    a, b = Node.__new__(Node), Node.__new__(Node)
-    for n, nid, parents in ((a, 1, ()), (b, 2, (3,))):
-        n.id, n.parents, n.index, n.children = nid, parents, 0, []
+@pytest.mark.parametrize("parents,data_deps", [((3,), (3,)), ((5,), ()), ((9, 5), ())],
+                         ids=["data dependency on no node", "on a higher id", "and a control one on no node"])
+def test_a_file_the_c_path_declines_is_left_untouched(parents: tuple, data_deps: tuple) -> None:
+    """None, and neither ``shared`` nor ``missing`` changed, so the Python linking starts from
+    the same state and says what it finds."""
+    a, b, c = Node.__new__(Node), Node.__new__(Node), Node.__new__(Node)
+    for n, nid, deps, data in ((a, 1, (), ()), (b, 2, parents, data_deps), (c, 5, (), ())):
+        n.id, n.parents, n.data_deps, n.index, n.children = nid, deps, data, 0, []
     shared: dict = {}
-    assert shared_nodes._CORE.link_ascending([b"a", b"b"], [a, b], shared, lambda n: True, 8) is None
-    assert shared == {}
+    missing: list = []
+    assert shared_nodes._CORE.link_ascending([b"a", b"b", b"c"], [a, b, c], shared, lambda n: True, 8,
+                                             missing) is None
+    assert shared == {} and missing == []
     with pytest.raises(TypeError, match="link_ascending"):
-        shared_nodes._CORE.link_ascending((b"a",), [a], shared, lambda n: True, 8)
+        shared_nodes._CORE.link_ascending((b"a",), [a], shared, lambda n: True, 8, missing)
