@@ -524,12 +524,16 @@ error:
     return NULL;
 }
 
-/* split_frames(raw): ET framing (each message after a varint of its length, as io.split_et_bytes
- * reads it) as ([message bytes], [offset of its length prefix]); None where the framing is not
- * well formed (a length past the end, a prefix over 5 bytes), for split_et_bytes to name. */
-static PyObject *wire_split_frames(PyObject *Py_UNUSED(self), PyObject *raw) {
-    if (!PyBytes_Check(raw)) {
-        PyErr_SetString(PyExc_TypeError, "split_frames(raw: bytes)");
+/* split_frames(raw[, like]): ET framing (each message after a varint of its length, as
+ * io.split_et_bytes reads it) as ([message bytes], [offset of its length prefix]); None where the
+ * framing is not well formed (a length past the end, a prefix over 5 bytes), for split_et_bytes
+ * to name. ``like``: another file's node messages (its list without the metadata); where node k
+ * of this file has the same bytes as its node k, the list holds that very object: the ranks of a
+ * layout repeat most nodes in place, and an object already hashed costs its readers no hash. */
+static PyObject *wire_split_frames(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *raw = nargs >= 1 ? args[0] : NULL, *like = nargs == 2 && args[1] != Py_None ? args[1] : NULL;
+    if (nargs < 1 || nargs > 2 || !PyBytes_Check(raw) || (like && !PyList_Check(like))) {
+        PyErr_SetString(PyExc_TypeError, "split_frames(raw: bytes, like: list | None = None)");
         return NULL;
     }
     const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(raw);
@@ -549,7 +553,12 @@ static PyObject *wire_split_frames(PyObject *Py_UNUSED(self), PyObject *raw) {
             if (pos - start >= 5) goto decline; /* longer than a 32-bit varint */
         }
         if (size > (uint64_t)(n - pos)) goto decline;
-        PyObject *f = PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)size);
+        Py_ssize_t k = PyList_GET_SIZE(frames) - 1; /* this node's place in like: frame 0 is the metadata */
+        PyObject *same = like && k >= 0 && k < PyList_GET_SIZE(like) ? PyList_GET_ITEM(like, k) : NULL;
+        PyObject *f = same && PyBytes_CheckExact(same) && PyBytes_GET_SIZE(same) == (Py_ssize_t)size &&
+                              !memcmp(PyBytes_AS_STRING(same), buf + pos, (size_t)size)
+                          ? Py_NewRef(same)
+                          : PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)size);
         if (!f) goto error;
         int rc = PyList_Append(frames, f);
         Py_DECREF(f);
@@ -578,8 +587,9 @@ error:
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))wire_decode, METH_FASTCALL,
      "decode(data, cls): cls read from data as wire.decode reads it, or None where wire declines"},
-    {"split_frames", wire_split_frames, METH_O,
-     "split_frames(raw): ([message], [offset]) of ET framing, or None where it is not well formed"},
+    {"split_frames", (PyCFunction)(void (*)(void))wire_split_frames, METH_FASTCALL,
+     "split_frames(raw, like=None): ([message], [offset]) of ET framing, or None where it is not well formed; "
+     "a message equal to like's at its place is like's object"},
     {"node_fields", (PyCFunction)(void (*)(void))wire_node_fields, METH_FASTCALL,
      "node_fields(data, Node): wire.node_fields_python(data), or None where wire declines (chakra_proto.io.read_node_fields)"},
     {NULL, NULL, 0, NULL},

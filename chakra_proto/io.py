@@ -64,11 +64,13 @@ def _read_varint(raw: bytes, pos: int, where: str) -> tuple[int, int]:
 
 
 def split_et_bytes(raw: bytes, where: str = "<bytes>", read_only: bool = False,
-                   ) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
+                   like: list[bytes] | None = None) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
     """Decode the metadata and split the nodes into their serialized messages, undecoded:
     (metadata, one bytes per node, the byte offset of each node's length prefix). Identical
     nodes are identical bytes, so a reader can decode each distinct one once. With ``read_only``
-    the metadata may be a chakra_proto.wire message (see read_node)."""
+    the metadata may be a chakra_proto.wire message (see read_node). ``like``: another file's
+    messages; one equal to its message at the same place may be that object (the same bytes:
+    for a reader that keys by them, already hashed)."""
     if raw[:2] == _GZIP_MAGIC:
         import gzip  # here, not at start-up: few ET files are compressed
         import zlib
@@ -79,7 +81,7 @@ def split_et_bytes(raw: bytes, where: str = "<bytes>", read_only: bool = False,
             raise EtFormatError(f"{where}: corrupt gzip data ({e})") from None
     if not raw:
         raise EtFormatError(f"{where}: file is empty; expected a GlobalMetadata message")
-    split = wire.NATIVE.split_frames(raw) if wire.NATIVE is not None and type(raw) is bytes else None
+    split = wire.NATIVE.split_frames(raw, like) if wire.NATIVE is not None and type(raw) is bytes else None
     if split is not None:  # well-formed framing, split in C; anything else is named below
         frames, starts = split
         metadata = _read_only(frames[0], "GlobalMetadata") if read_only else None
@@ -181,10 +183,11 @@ def read_et(path: str | os.PathLike) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
     return decode_et_bytes(_read(p), p)
 
 
-def read_et_split(path: str | os.PathLike, read_only: bool = False) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
+def read_et_split(path: str | os.PathLike, read_only: bool = False, like: list[bytes] | None = None,
+                  ) -> tuple[pb.GlobalMetadata, list[bytes], list[int]]:
     """split_et_bytes of a file's contents, read in one call."""
     p = _path_str(path)
-    return split_et_bytes(_read(p), p, read_only)
+    return split_et_bytes(_read(p), p, read_only, like)
 
 
 def _path_str(path: str | os.PathLike) -> str:

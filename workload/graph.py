@@ -107,15 +107,17 @@ class Graph:
 
 
 def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
-               shared: dict[bytes, list[Node]] | None = None) -> Graph:
+               shared: dict[bytes, list[Node]] | None = None, previous: list | None = None) -> Graph:
     """Decode and validate one ET file. ``cache`` maps a node's serialized bytes to its parsed
     Node across the files of one workload: ranks of one layout repeat most nodes byte for byte.
     With ``shared`` (see workload/shared_nodes.py) graphs share the Node objects that they would
-    hold equal, dependencies included."""
+    hold equal, dependencies included. ``previous``: a box holding the node messages of the file
+    read before (the ranks of a layout repeat most in place, and a message equal to the one at its
+    place there is that already-hashed object); the box then holds this file's."""
     p = path_str(path)  # as messages and Graph.path name the file (network/files.py: not pathlib)
     cache = {} if cache is None else cache
     try:
-        metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None)
+        metadata, nodes, frames = _parse_nodes(p, cache, clone=shared is None, previous=previous)
     except WorkloadError:
         if not exists(p):  # asked only now: a stat per file is a tenth of loading a small one
             raise WorkloadError(p, "", "workload file not found") from None
@@ -180,9 +182,12 @@ class _RawNodes:
         return node
 
 
-def _parse_nodes(p: str, cache: dict[bytes, Node], clone: bool = True) -> tuple[Any, dict[int, Node], list[bytes]]:
+def _parse_nodes(p: str, cache: dict[bytes, Node], clone: bool = True,
+                 previous: list | None = None) -> tuple[Any, dict[int, Node], list[bytes]]:
     try:
-        metadata, frames, starts = read_et_split(p, read_only=True)
+        metadata, frames, starts = read_et_split(p, read_only=True, like=previous[0] if previous else None)
+        if previous is not None:
+            previous[0] = frames
         # decode every new message first: a corrupt file is named before any field rule
         fresh = {}
         for i, f in enumerate(frames):

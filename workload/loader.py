@@ -99,11 +99,12 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     cache: dict[str, Graph] = {}
     nodes: dict[bytes, Node] = {}  # one parse per distinct node message across all files
     shared: dict[bytes, list[Node]] = {}  # linked Nodes per node message (shared_nodes.py)
+    previous: list = [None]  # the node messages of the file read last (graph.load_graph)
     out = []
     for path in paths:
         g = cache.get(path)
         if g is None:
-            g = cache[path] = _load(path, nodes, shared)
+            g = cache[path] = _load(path, nodes, shared, previous)
         out.append(g)
     for g in cache.values():
         if g.unknown_peers:
@@ -114,9 +115,9 @@ def load_workload_graphs(spec: str | os.PathLike, npus_count: int) -> list[Graph
     return out
 
 
-def _load(path: str, nodes: dict[bytes, Node], shared: dict[bytes, list[Node]]) -> Graph:
+def _load(path: str, nodes: dict[bytes, Node], shared: dict[bytes, list[Node]], previous: list) -> Graph:
     try:
-        return load_graph(path, nodes, shared)
+        return load_graph(path, nodes, shared, previous)
     except WorkloadError:
         from workload.input_kind import describe_file  # errors only: not at start-up
 

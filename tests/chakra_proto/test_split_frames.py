@@ -77,3 +77,38 @@ def test_c_split_equals_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None
             got = ("error", str(e))
         assert got == ref, f"case {i}: {data[:40].hex()}"
     assert read > 200 and declined > 50, (read, declined)
+
+
+def test_a_message_equal_to_another_files_at_its_place_is_that_object() -> None:
+    """split_frames(raw, like): the same messages and offsets as without ``like``; where node k
+    equals like[k] byte for byte the list holds like[k] itself, anywhere else a new object (the
+    metadata is never taken from like, nor a node from another place or of other bytes)."""
+    native = _native()
+    rng = random.Random(7)
+    reused = 0
+    for _ in range(300):
+        data = _file(rng)
+        plain = native.split_frames(data)
+        like = [bytes(f) for f in plain[0][1:]]  # equal bytes, other objects
+        for k in range(len(like)):
+            if rng.random() < 0.3:
+                like[k] = like[k] + b"!"  # other bytes
+        rng.shuffle(like) if rng.random() < 0.2 else None
+        like += [b"extra"] * rng.randrange(2)
+        got = native.split_frames(data, like)
+        assert got == plain
+        for k, f in enumerate(got[0][1:]):
+            same = k < len(like) and like[k] == f
+            assert (f is like[k]) == same, k
+            reused += same
+        assert native.split_frames(data, None) == plain
+        _, frames, starts = io.split_et_bytes(data, "f.et", read_only=True, like=like)
+        assert (frames, starts) == (plain[0][1:], plain[1][1:])
+    assert reused > 100, reused
+    data = io.encode_et_bytes(pb.GlobalMetadata(version="0.0.4"), [pb.Node(id=1, type=4)])
+    meta = native.split_frames(data)[0][0]
+    like = [bytes(meta)]  # the metadata's bytes at node 0's place: not node 0, not taken
+    frames = native.split_frames(data, like)[0]
+    assert frames[0] == meta and frames[0] is not like[0] and frames[1] is not like[0]
+    with pytest.raises(TypeError, match="split_frames"):
+        native.split_frames(b"", (b"a",))
