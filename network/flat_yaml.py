@@ -103,13 +103,13 @@ def _read_simple(text: str) -> dict[str, Any] | None:
         block = None
         if line[-1] == ":":
             key = line[:-1]
-            if not _is_name(key, "_-") or key in out or key.lower() in _NOT_STRINGS:
+            if not _new_key(key, out):
                 return None
             block, indent = [], -1
             out[key] = block
             continue
         key, sep, value = line.partition(": ")
-        if not sep or not _is_name(key, "_-") or key in out or key.lower() in _NOT_STRINGS:
+        if not sep or not _new_key(key, out):
             return None
         value = value.lstrip(" ")
         if value.startswith("["):
@@ -136,6 +136,11 @@ def _read_simple(text: str) -> dict[str, Any] | None:
     if block is not None and not block:
         return None
     return out or None
+
+
+def _new_key(key: str, out: dict[str, Any]) -> bool:
+    """A _KEY not read yet that PyYAML would not read as True/False/None."""
+    return _is_name(key, "_-") and key not in out and key.lower() not in _NOT_STRINGS
 
 
 def _simple_scalar(s: str) -> Any:

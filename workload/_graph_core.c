@@ -16,9 +16,10 @@
 
 static PyObject *s_id, *s_parents, *s_children, *s_index, *s_data_deps, *s_clone;
 
-static void clear_lists(PyObject **kids, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(kids[i]);
-    PyMem_Free(kids);
+/* free an array of n references, any of them NULL */
+static void free_refs(PyObject **refs, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(refs[i]);
+    PyMem_Free(refs);
 }
 
 /* a tuple of the dependencies of ``deps`` on other nodes that exist; each other one appended to
@@ -203,9 +204,9 @@ decline:
 done:
     Py_XDECREF(nodes);
     Py_XDECREF(pos);
-    if (ids) clear_lists(ids, n);
-    if (parents) clear_lists(parents, n);
-    if (kids) clear_lists(kids, n);
+    if (ids) free_refs(ids, n);
+    if (parents) free_refs(parents, n);
+    if (kids) free_refs(kids, n);
     return result;
 }
 

@@ -299,12 +299,11 @@ def _infer_p2p_peers(path: str | Path, nodes: dict[int, Any], raw: dict[int, Any
     both from a peer attribute or from the launching op's arguments (up to 3 levels up).
     Returns the ids of those whose peer the file does not say."""
     unknown = []
-    send, recv = pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
+    p2p = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
     for n in nodes.values():
-        t = n.type  # peer_field's test inline: this loop sees every node of every file with p2p nodes
-        if t != send and t != recv:
+        if n.type not in p2p:  # before any call: this loop sees every node of every file with p2p nodes
             continue
-        field = "comm_dst" if t == send else "comm_src"
+        field = peer_field(n)
         if getattr(n, field) is not None:
             continue
         peer, tag = _peer_attr(raw[n.id]), None
