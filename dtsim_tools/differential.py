@@ -60,6 +60,8 @@ IMPL_KEYS = {"AR": "all-reduce-implementation", "AG": "all-gather-implementation
 MEM_JSON = {"memory-type": "NO_MEMORY_EXPANSION"}
 _FINISHED = re.compile(rb"sys\[(\d+)\] finished, (\d+) cycles")
 MESSAGE_BUDGET = 12000  #: estimated network messages of one case with every rank simulated
+#: with ``large``: 65-512 NPUs, where the C paths, batching and orbits run at the sizes users run
+LARGE_MESSAGE_BUDGET = 400_000
 
 
 def verify_shortcuts_supported() -> bool:
@@ -95,9 +97,16 @@ def _duration(rng: random.Random) -> int:
     return rng.choice([0, 1, 1, 2, 3, 5, 8, 10, 20, 50])
 
 
-def _network(rng: random.Random) -> dict:
+def _network(rng: random.Random, large: bool = False) -> dict:
     limit = 64 if rng.random() < 0.15 else 32
     while True:
+        if large:
+            nd = rng.choices([1, 2, 3], [55, 30, 15])[0]
+            sizes = [rng.choice([65, 72, 96, 100, 128, 128, 192, 256, 256, 384, 512])] if nd == 1 else \
+                [rng.choice([2, 3, 4, 4, 6, 8, 8, 16, 16, 32, 64]) for _ in range(nd)]
+            if 64 < math.prod(sizes) <= 512:
+                break
+            continue
         nd = rng.choices([1, 2, 3], [46, 34, 20])[0]
         sizes = [rng.choice([2, 2, 3, 4, 4, 4, 5, 6, 7, 8, 8]) for _ in range(nd)]
         if math.prod(sizes) <= limit:
@@ -559,11 +568,13 @@ def estimate_messages(spec: dict) -> int:
     return total
 
 
-def generate_spec(seed: int) -> dict:
-    """One case, deterministic in ``seed`` (one ``random.Random(seed)``, no other randomness)."""
+def generate_spec(seed: int, large: bool = False) -> dict:
+    """One case, deterministic in ``seed`` (one ``random.Random(seed)``, no other randomness);
+    ``large``: 65-512 NPUs and a larger message budget (``check --large``)."""
     rng = random.Random(seed)
+    budget = LARGE_MESSAGE_BUDGET if large else MESSAGE_BUDGET
     for _ in range(100):
-        net = _network(rng)
+        net = _network(rng, large)
         sysj = _system(rng, net)
         kind = rng.choices(["uniform", "layout", "layout-perturbed", "irregular", "edge"], [34, 26, 8, 24, 8])[0]
         edge = None
@@ -580,10 +591,10 @@ def generate_spec(seed: int) -> dict:
         cli = _cli(rng)
         if cli:
             spec["cli"] = cli
-        if estimate_messages(spec) <= MESSAGE_BUDGET:
+        if estimate_messages(spec) <= budget:
             return spec
         sysj["preferred-dataset-splits"] = 1  # too big: the same case with one chunk, if that fits
-        if estimate_messages(spec) <= MESSAGE_BUDGET:
+        if estimate_messages(spec) <= budget:
             return spec
     raise RuntimeError(f"seed {seed}: no case within the message budget")
 
@@ -883,18 +894,19 @@ def write_corpus(records: Iterable[dict], path: str | os.PathLike) -> None:
 
 
 def _measure_job(args: tuple) -> dict:
-    cid, seed, bin_dir, timeout_s = args
-    spec = generate_spec(seed)
+    cid, seed, bin_dir, timeout_s, large = args
+    spec = generate_spec(seed, large)
     t0 = time.perf_counter()
     astra = measure_case(spec, bin_dir, timeout_s)
     return {"id": cid, "seed": seed, "spec": spec, "astra": astra, "_wall": time.perf_counter() - t0}
 
 
 def measure_seeds(seed: int, cases: int, bin_dir: str | os.PathLike, jobs: int = 2,
-                  timeout_s: float = 20.0, progress: bool = True) -> Iterator[dict]:
+                  timeout_s: float = 20.0, progress: bool = True, large: bool = False) -> Iterator[dict]:
     """Generate ``cases`` specs from ``seed`` and run ASTRA-sim on each (``jobs`` processes)."""
-    args = [(f"c{i:04d}" if seed == 0 else f"s{seed}-{i:04d}", case_seed(seed, i), str(bin_dir), timeout_s)
-            for i in range(cases)]
+    prefix = "L" if large else ""
+    args = [(f"{prefix}c{i:04d}" if seed == 0 else f"{prefix}s{seed}-{i:04d}", case_seed(seed, i), str(bin_dir),
+             timeout_s, large) for i in range(cases)]
     t0 = time.perf_counter()
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for k, rec in enumerate(pool.imap(_measure_job, args, chunksize=4), 1):
@@ -913,7 +925,8 @@ def features(spec: dict) -> Counter:
     if spec.get("edge"):
         f[f"edge={spec['edge']}"] += 1
     f[f"dims={len(net['npus_count'])}"] += 1
-    f["npus=" + ("2-8" if npus <= 8 else "9-16" if npus <= 16 else "17-32" if npus <= 32 else "33-64")] += 1
+    f["npus=" + ("2-8" if npus <= 8 else "9-16" if npus <= 16 else "17-32" if npus <= 32 else "33-64" if npus <= 64
+                 else "65-512")] += 1
     for t in set(net["topology"]):
         f[f"topology={t}"] += 1
     used = set()
@@ -1066,7 +1079,7 @@ def _modes(value: str) -> list[str]:
 def cmd_generate(a: argparse.Namespace) -> int:
     bin_dir = _bin_dir(a.astra_sim_bin)
     t0 = time.perf_counter()
-    records = list(measure_seeds(a.seed, a.cases, bin_dir, a.jobs, a.timeout))
+    records = list(measure_seeds(a.seed, a.cases, bin_dir, a.jobs, a.timeout, large=a.large))
     write_corpus(records, a.out)
     print(corpus_stats(records))
     print(f"wrote {a.out} ({Path(a.out).stat().st_size / 1e6:.2f} MB) in {time.perf_counter() - t0:.0f} s")
@@ -1099,8 +1112,8 @@ def cmd_check(a: argparse.Namespace) -> int:
         bin_dir = _bin_dir(a.astra_sim_bin) if a.astra_sim_bin else None
         if bin_dir is None:
             raise SystemExit("check --seed needs --astra-sim-bin (fresh cases are measured live)")
-        records = list(measure_seeds(a.seed, a.cases, bin_dir, a.jobs, a.timeout))
-        source = f"{len(records)} fresh cases from seed {a.seed}"
+        records = list(measure_seeds(a.seed, a.cases, bin_dir, a.jobs, a.timeout, large=a.large))
+        source = f"{len(records)} fresh {'large ' if a.large else ''}cases from seed {a.seed}"
         if a.save:
             write_corpus(records, a.save)
     else:
@@ -1131,7 +1144,7 @@ def cmd_materialize(a: argparse.Namespace) -> int:
     if a.spec is not None:
         rec = {"id": a.spec, "spec": json.loads(Path(a.spec).read_text()), "astra": None}
     elif a.seed is not None:
-        spec = generate_spec(case_seed(a.seed, a.index))
+        spec = generate_spec(case_seed(a.seed, a.index), a.large)
         rec = {"id": f"seed {a.seed} #{a.index}", "spec": spec, "astra": None}
     else:
         recs = _select(load_corpus(a.corpus), [a.case], None)
@@ -1184,11 +1197,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     m.add_argument("--seed", type=int, default=None, help="instead of --case: a generated case")
     m.add_argument("--index", type=int, default=0)
+    m.add_argument("--large", action="store_true", help="with --seed: a case of check --large")
     m.add_argument("--spec", metavar="case.json", help="instead of --case: a spec file (a case folder's case.json)")
     m.add_argument("--out", required=True, metavar="DIR")
     s = sub.add_parser("stats", help="print what a corpus covers")
     s.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     for sp in (g, c):
+        sp.add_argument("--large", action="store_true",
+                        help="with --seed (check) or in generate: cases of 65-512 NPUs (larger message budget)")
         sp.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
         sp.add_argument("--timeout", type=float, default=20.0, help="seconds per ASTRA-sim run (default 20)")
     return p

@@ -88,3 +88,23 @@ def test_generator_is_deterministic() -> None:
     """The same seed gives the same spec (the corpus stores specs, so it never depends on this)."""
     for i in range(20):
         assert generate_spec(case_seed(99, i)) == generate_spec(case_seed(99, i))
+
+
+def test_large_cases_span_65_to_512_npus_within_their_budget() -> None:
+    """``check --large``: deterministic, 65-512 NPUs, every kind of case, each under the large
+    message budget (the small generator's cases stay at most 64 NPUs and its own budget)."""
+    from dtsim_tools.differential import LARGE_MESSAGE_BUDGET, MESSAGE_BUDGET, estimate_messages
+
+    kinds, dims = set(), set()
+    for i in range(40):
+        spec = generate_spec(case_seed(5, i), large=True)
+        assert spec == generate_spec(case_seed(5, i), large=True)
+        npus = math.prod(spec["network"]["npus_count"])
+        assert 64 < npus <= 512
+        assert estimate_messages(spec) <= LARGE_MESSAGE_BUDGET
+        kinds.add(spec["kind"])
+        dims.add(len(spec["network"]["npus_count"]))
+        small = generate_spec(case_seed(5, i))
+        assert math.prod(small["network"]["npus_count"]) <= 64 and estimate_messages(small) <= MESSAGE_BUDGET
+    assert kinds == {"uniform", "layout", "layout-perturbed", "irregular", "edge"}
+    assert dims == {1, 2, 3}
