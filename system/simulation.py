@@ -24,7 +24,6 @@ from system.divergence import AstraSimDiffers, Divergences, world_tag_disagreeme
 from system.heap import fewer_collections
 from system.remote_memory import load_remote_memory
 from system.shortcuts import Orbits, plan as plan_shortcuts
-from system.shortcuts.orbit_network import OrbitNetwork
 from system.shortcuts.rank_view import RankView
 from system.shortcuts.ring_batch import RingBatcher
 from system.shortcuts.verify import ShortcutMismatch, verify  # noqa: F401 -- ShortcutMismatch re-exported
@@ -324,6 +323,8 @@ class _RankRun:
                 raise
             ranks = list(range(npus))
         elif isinstance(group, Orbits):
+            from system.shortcuts.orbit_network import OrbitNetwork  # where orbits run (start-up)
+
             inner = backend_class(self.name)(net, max_events=self.max_events, wall_limit_s=budget)
             if group.group.has_links:  # a topology file: its links folded by the orbits' symmetry
                 inner.fold(group.group)

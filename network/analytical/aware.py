@@ -36,8 +36,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from network.analytical.base import AnalyticalBackend, Message
-from network.analytical.graph_links import graph_flows
+from network.analytical.base import AnalyticalBackend, Message, graph_flows
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, NetworkConfigError
 from network.event_queue import MAX_TIME_NS, _time_overflow_error, native_module

@@ -15,8 +15,9 @@ collective this is: ``MessageMismatchError`` (exit 3), rather than a silently wr
 """
 from __future__ import annotations
 
+import sys
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 from network.config import NetworkConfig
 from network.errors import MessageMismatchError
@@ -280,3 +281,14 @@ class AnalyticalBackend(_Pairing):
             "bytes_received": self.bytes_received,
             "bytes_per_dim": list(self.bytes_per_dim),
         }
+
+
+def graph_flows(topology: Any, make_link: Callable[..., Any] | None = None) -> Any:
+    """graph_links.graph_flows (a GraphFlows for a topology file, None for a built-in topology),
+    imported only where there can be a topology file: a GraphTopology exists only once
+    network.graph_topology is imported, and a run on a built-in one is spared both modules."""
+    if "network.graph_topology" not in sys.modules:
+        return None
+    from network.analytical.graph_links import graph_flows as flows
+
+    return flows(topology, make_link)

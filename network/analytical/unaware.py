@@ -6,8 +6,7 @@ in flight at once (docs/astra-sim-semantics.md §6.2).
 """
 from __future__ import annotations
 
-from network.analytical.base import AnalyticalBackend, Message
-from network.analytical.graph_links import graph_flows
+from network.analytical.base import AnalyticalBackend, Message, graph_flows
 from network.event_queue import native_module
 
 _native = native_module()

@@ -24,7 +24,6 @@ from typing import Any, Sequence
 from network.records import record
 from system.shortcuts.decline import Decline
 from system.shortcuts.orbits import Orbits, prove as prove_orbits, prove_declared
-from system.shortcuts.representative import prove as prove_representative
 from system.shortcuts.ring_batch import prove_on_pipes
 
 __all__ = ["Attempt", "Decline", "Orbits", "plan"]
@@ -85,6 +84,9 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
                 raise Decline("communicator groups")
             if getattr(topology, "graph", None) is not None:
                 raise Decline("a topology file: ranks are not interchangeable")
+            # imported where the proof runs: a layout with communicator groups is spared it (start-up)
+            from system.shortcuts.representative import prove as prove_representative
+
             rep = prove_representative(graphs, config, topology.npus_count_per_dim, backend_name,
                                        [d.kind.value for d in topology.dims])
             attempts.append(Attempt("representative", rep, False))

@@ -31,7 +31,9 @@ UNUSED = {
     "workload.host_comms": "CPU operators and sends/receives only", "workload.comm_names": "host_comms",
     # a physical graph (topology-file / topology-generator) only
     "network.graph": "graphs", "network.graph_routes": "graphs", "network.topology_file": "graphs",
-    "network.topology_gen": "graphs",
+    "network.topology_gen": "graphs", "network.graph_topology": "graphs", "network.analytical.graph_links": "graphs",
+    # the orbit shortcut's network: only where orbits run
+    "system.shortcuts.orbit_network": "orbits",
     # argparse's formatter looks the width up through shutil (+ bz2, lzma: 0.7 MB) unless told it
     "shutil": "system.main._HelpFormatter",
     # pathlib, with urllib.parse and ipaddress (~4 ms, 0.6 MB of peak RSS): network/files.py's path functions
@@ -41,6 +43,7 @@ CASES = {  # network suffix, system file, flags
     "symmetric, default system": (".yml", None, []),
     "symmetric, ASTRA-sim JSON system": (".yaml", "examples/system/Ring_4chunks.json", []),
     "every rank simulated": (".yml", "examples/system/Ring_4chunks.json", ["--no-symmetry"]),
+    "every rank simulated, congestion-aware": (".yml", None, ["--no-symmetry", "--backend", "congestion-aware"]),
     "congestion-aware": (".yml", None, ["--backend", "congestion-aware"]),
     "network as JSON": (".json", None, []),
 }
