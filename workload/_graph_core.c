@@ -9,6 +9,7 @@
  * tests/workload/test_shared_nodes.py holds the two to each other. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #ifndef DTSIM_SOURCE_CHECKSUM
 #define DTSIM_SOURCE_CHECKSUM "unknown"
@@ -210,7 +211,323 @@ done:
     return result;
 }
 
+
+/* -- parse_node: graph.py's _parse_node for the common node --------------------------------------
+ * configure_parse(Node, constants) once; parse_node(fields, index) then returns the Node that
+ * _parse_node(path, fields, index) returns, or None where that would raise or take a rare branch
+ * (a host-side launcher, an attribute of the wrong kind, a value out of range, an unknown type):
+ * graph.py then runs _parse_node, which names the error. tests/workload/test_parse_node.py holds
+ * the two to each other on generated fields. */
+
+enum {
+    F_ID, F_NAME, F_TYPE, F_PARENTS, F_CHILDREN, F_IS_CPU_OP, F_DURATION_NS, F_COMM_TYPE, F_COMM_SIZE,
+    F_COMM_PRIORITY, F_COMM_SRC, F_COMM_DST, F_COMM_TAG, F_PG_NAME, F_INVOLVED_DIM, F_NUM_OPS, F_TENSOR_SIZE,
+    F_INPUTS_VALUES, F_INDEX, F_DATA_DEPS, F_HOST_LAUNCHER, F_COUNT
+};
+static const char *slot_names[F_COUNT] = {
+    "id", "name", "type", "parents", "children", "is_cpu_op", "duration_ns", "comm_type", "comm_size",
+    "comm_priority", "comm_src", "comm_dst", "comm_tag", "pg_name", "involved_dim", "num_ops", "tensor_size",
+    "inputs_values", "index", "data_deps", "host_launcher"};
+static Py_ssize_t slot_offset[F_COUNT];
+static PyTypeObject *node_type = NULL;
+/* NODE_TYPES (dict), INTEGER_MEMBERS (frozenset), COLL_TYPES (dict), SUPPORTED_COLLECTIVES (set) */
+static PyObject *node_types, *integer_members, *coll_types, *supported;
+static long type_coll, type_send, type_recv, type_mem_load, type_mem_store, type_comp;
+static PyObject *s_duration_ns, *s_is_cpu_op, *s_comm_size, *s_comm_priority, *s_pg_name, *s_comm_type,
+    *s_involved_dim, *s_comm_src, *s_comm_dst, *s_comm_tag, *s_tensor_size, *s_num_ops, *s_string_val,
+    *s_bool_list, *s_zero, *s_empty;
+
+/* configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
+ *                 (COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, COMP)) */
+static PyObject *configure_parse(PyObject *Py_UNUSED(m), PyObject *args) {
+    PyObject *cls, *nt, *im, *ct, *sup, *types;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!", &PyType_Type, &cls, &PyDict_Type, &nt, &PyFrozenSet_Type, &im,
+                          &PyDict_Type, &ct, &sup, &PyTuple_Type, &types))
+        return NULL;
+    if (!PyAnySet_Check(sup) ||
+        !PyArg_ParseTuple(types, "llllll", &type_coll, &type_send, &type_recv, &type_mem_load, &type_mem_store,
+                          &type_comp))
+        return PyErr_Format(PyExc_TypeError, "configure_parse: bad constants");
+    for (int i = 0; i < F_COUNT; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, slot_names[i]);
+        if (!d) return NULL;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            return PyErr_Format(PyExc_TypeError, "configure_parse: Node.%s is not a slot", slot_names[i]);
+        }
+        slot_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    Py_XSETREF(node_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(node_types, Py_NewRef(nt));
+    Py_XSETREF(integer_members, Py_NewRef(im));
+    Py_XSETREF(coll_types, Py_NewRef(ct));
+    Py_XSETREF(supported, Py_NewRef(sup));
+    Py_RETURN_NONE;
+}
+
+static inline void set_slot(PyObject *n, int f, PyObject *v) { /* steals v */
+    PyObject **slot = (PyObject **)((char *)n + slot_offset[f]);
+    Py_XSETREF(*slot, v);
+}
+
+/* _get_int's value of attrs[key]: 1 with *out (a new reference, or NULL where absent), 0 to
+ * decline (wrong kind, below minimum, absent but required), -1 error */
+static int get_int(PyObject *attrs, PyObject *key, int required, int nonnegative, PyObject **out) {
+    *out = NULL;
+    PyObject *a = PyDict_GetItemWithError(attrs, key);
+    if (!a) return PyErr_Occurred() ? -1 : !required;
+    if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 2) return 0;
+    int ok = PySet_Contains(integer_members, PyTuple_GET_ITEM(a, 0));
+    if (ok <= 0) {
+        if (ok < 0) PyErr_Clear(); /* an unhashable kind: _parse_node says what */
+        return 0;
+    }
+    PyObject *v = PyTuple_GET_ITEM(a, 1);
+    PyObject *iv = PyLong_CheckExact(v) ? Py_NewRef(v) : PyNumber_Long(v);
+    if (!iv) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (nonnegative) {
+        int neg = PyObject_RichCompareBool(iv, s_zero, Py_LT);
+        if (neg != 0) {
+            Py_DECREF(iv);
+            if (neg < 0) return -1;
+            return 0;
+        }
+    }
+    *out = iv;
+    return 1;
+}
+
+/* the node's parents: its data dependencies, then its control ones, each once, in that order */
+static PyObject *union_deps(PyObject *data, PyObject *ctrl) {
+    Py_ssize_t nd = PyTuple_GET_SIZE(data), nc = PyTuple_GET_SIZE(ctrl);
+    if (nc == 0 && nd < 2) return Py_NewRef(data);
+    PyObject *seen = PySet_New(NULL), *out = PyList_New(0);
+    if (!seen || !out) goto fail;
+    for (Py_ssize_t k = 0; k < nd + nc; k++) {
+        PyObject *d = k < nd ? PyTuple_GET_ITEM(data, k) : PyTuple_GET_ITEM(ctrl, k - nd);
+        int has = PySet_Contains(seen, d);
+        if (has < 0) goto fail;
+        if (!has && (PySet_Add(seen, d) < 0 || PyList_Append(out, d) < 0)) goto fail;
+    }
+    Py_DECREF(seen);
+    if (nc == 0 && PyList_GET_SIZE(out) == nd) { /* no duplicates: the tuple itself, as _parse_node */
+        Py_DECREF(out);
+        return Py_NewRef(data);
+    }
+    PyObject *t = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return t;
+fail:
+    Py_XDECREF(seen);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+#define GET_INT(key, req, nonneg, out)                          \
+    do {                                                        \
+        int _r = get_int(attrs, key, req, nonneg, out);         \
+        if (_r < 0) goto error;                                 \
+        if (_r == 0) goto decline;                              \
+    } while (0)
+
+static PyObject *parse_node(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
+    if (!node_type) {
+        PyErr_SetString(PyExc_RuntimeError, "parse_node: configure_parse first");
+        return NULL;
+    }
+    if (nargs != 2 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 8) {
+        PyErr_SetString(PyExc_TypeError, "parse_node(fields: tuple of 8, index)");
+        return NULL;
+    }
+    PyObject *f = args[0];
+    PyObject *nid = PyTuple_GET_ITEM(f, 0), *name = PyTuple_GET_ITEM(f, 1), *t = PyTuple_GET_ITEM(f, 2),
+             *ctrl = PyTuple_GET_ITEM(f, 3), *data = PyTuple_GET_ITEM(f, 4), *micros = PyTuple_GET_ITEM(f, 5),
+             *inputs = PyTuple_GET_ITEM(f, 6), *attrs = PyTuple_GET_ITEM(f, 7);
+    if (!PyLong_CheckExact(t) || !PyTuple_Check(ctrl) || !PyTuple_Check(data) || !PyDict_CheckExact(attrs) ||
+        !PyLong_CheckExact(micros))
+        Py_RETURN_NONE;
+    int known = PyDict_Contains(node_types, t);
+    if (known <= 0) return known < 0 ? NULL : Py_NewRef(Py_None);
+    long type = PyLong_AsLong(t);
+    if (type == -1 && PyErr_Occurred()) return NULL;
+    PyObject *v = NULL;
+
+    /* is_cpu_op: an integer member that is not 0 */
+    int cpu = 0;
+    PyObject *a = PyDict_GetItemWithError(attrs, s_is_cpu_op);
+    if (!a && PyErr_Occurred()) return NULL;
+    if (a) {
+        if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 2) Py_RETURN_NONE;
+        int is_int = PySet_Contains(integer_members, PyTuple_GET_ITEM(a, 0));
+        if (is_int < 0) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (is_int) {
+            PyObject *iv = PyNumber_Long(PyTuple_GET_ITEM(a, 1));
+            if (!iv) {
+                PyErr_Clear();
+                Py_RETURN_NONE;
+            }
+            cpu = PyObject_IsTrue(iv);
+            Py_DECREF(iv);
+            if (cpu < 0) return NULL;
+        }
+    }
+    int comm = type == type_coll || type == type_send || type == type_recv;
+    if (comm && cpu) Py_RETURN_NONE; /* a host-side launcher, or an error: _parse_node */
+
+    PyObject *n = node_type->tp_alloc(node_type, 0);
+    if (!n) return NULL;
+    PyObject *parents = union_deps(data, ctrl);
+    if (!parents) { /* an unhashable dependency: _parse_node raises what it raises */
+        PyErr_Clear();
+        goto decline;
+    }
+    PyObject *children = PyList_New(0);
+    PyObject *index = PyNumber_Index(args[1]);
+    if (!children || !index) {
+        Py_DECREF(parents);
+        Py_XDECREF(children);
+        Py_XDECREF(index);
+        goto error;
+    }
+    set_slot(n, F_CHILDREN, children);
+    set_slot(n, F_INDEX, index);
+    set_slot(n, F_ID, Py_NewRef(nid));
+    set_slot(n, F_NAME, Py_NewRef(name));
+    set_slot(n, F_TYPE, Py_NewRef(t));
+    set_slot(n, F_DATA_DEPS, Py_NewRef(data));
+    set_slot(n, F_PARENTS, parents);
+    set_slot(n, F_HOST_LAUNCHER, Py_NewRef(Py_None));
+    set_slot(n, F_IS_CPU_OP, PyBool_FromLong(cpu));
+    if (PyDict_Contains(attrs, s_duration_ns)) {
+        GET_INT(s_duration_ns, 1, 1, &v);
+        set_slot(n, F_DURATION_NS, v);
+    } else {
+        PyObject *thousand = PyLong_FromLong(1000);
+        v = thousand ? PyNumber_Multiply(micros, thousand) : NULL;
+        Py_XDECREF(thousand);
+        if (!v) goto error;
+        set_slot(n, F_DURATION_NS, v);
+    }
+    set_slot(n, F_COMM_TYPE, Py_NewRef(Py_None));
+    set_slot(n, F_COMM_SIZE, Py_NewRef(Py_None));
+    set_slot(n, F_COMM_SRC, Py_NewRef(Py_None));
+    set_slot(n, F_COMM_DST, Py_NewRef(Py_None));
+    set_slot(n, F_COMM_TAG, Py_NewRef(Py_None));
+    set_slot(n, F_COMM_PRIORITY, Py_NewRef(s_zero));
+    set_slot(n, F_PG_NAME, Py_NewRef(s_empty));
+    set_slot(n, F_INVOLVED_DIM, Py_NewRef(Py_None));
+    set_slot(n, F_NUM_OPS, Py_NewRef(Py_None));
+    set_slot(n, F_TENSOR_SIZE, Py_NewRef(Py_None));
+    set_slot(n, F_INPUTS_VALUES, Py_NewRef(inputs == Py_None ? s_empty : inputs));
+    if (comm) {
+        GET_INT(s_comm_size, 1, 1, &v);
+        set_slot(n, F_COMM_SIZE, v);
+        if (PyDict_Contains(attrs, s_comm_priority)) {
+            GET_INT(s_comm_priority, 0, 0, &v);
+            set_slot(n, F_COMM_PRIORITY, v);
+        }
+        PyObject *pg = PyDict_GetItemWithError(attrs, s_pg_name);
+        if (!pg && PyErr_Occurred()) goto error;
+        if (pg) {
+            if (!PyTuple_Check(pg) || PyTuple_GET_SIZE(pg) != 2) goto decline;
+            PyObject *kind = PyTuple_GET_ITEM(pg, 0), *val = PyTuple_GET_ITEM(pg, 1), *name_str;
+            int is_str = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "string_val") == 0;
+            if (is_str) {
+                name_str = Py_NewRef(val);
+            } else {
+                int is_int = PySet_Contains(integer_members, kind);
+                if (is_int <= 0) {
+                    if (is_int < 0) PyErr_Clear();
+                    goto decline;
+                }
+                PyObject *iv = PyNumber_Long(val);
+                if (!iv) {
+                    PyErr_Clear();
+                    goto decline;
+                }
+                name_str = PyObject_Str(iv);
+                Py_DECREF(iv);
+                if (!name_str) goto error;
+            }
+            set_slot(n, F_PG_NAME, name_str);
+            /* a group other than the world names a group id: an integer >= 0, as int() reads it */
+            if (!PyUnicode_Check(name_str)) goto decline;
+            if (PyUnicode_GET_LENGTH(name_str) && PyUnicode_CompareWithASCIIString(name_str, "0") != 0) {
+                PyObject *id = PyLong_FromUnicodeObject(name_str, 10);
+                if (!id) {
+                    PyErr_Clear();
+                    goto decline;
+                }
+                int neg = PyObject_RichCompareBool(id, s_zero, Py_LT);
+                Py_DECREF(id);
+                if (neg < 0) goto error;
+                if (neg) goto decline;
+            }
+        }
+    }
+    if (type == type_coll) {
+        GET_INT(s_comm_type, 1, 0, &v);
+        set_slot(n, F_COMM_TYPE, v);
+        int in = PyDict_Contains(coll_types, v), ok = in > 0 ? PySet_Contains(supported, v) : in;
+        if (ok < 0) goto error;
+        if (!ok) goto decline;
+        PyObject *inv = PyDict_GetItemWithError(attrs, s_involved_dim);
+        if (!inv && PyErr_Occurred()) goto error;
+        if (inv) {
+            if (!PyTuple_Check(inv) || PyTuple_GET_SIZE(inv) != 2) goto decline;
+            PyObject *kind = PyTuple_GET_ITEM(inv, 0);
+            if (!PyUnicode_Check(kind) || PyUnicode_CompareWithASCIIString(kind, "bool_list") != 0) goto decline;
+            PyObject *lst = PySequence_List(PyTuple_GET_ITEM(inv, 1));
+            if (!lst) {
+                PyErr_Clear();
+                goto decline;
+            }
+            set_slot(n, F_INVOLVED_DIM, lst);
+        }
+    } else if (type == type_send || type == type_recv) {
+        int send = type == type_send;
+        PyObject *peer_key = send ? s_comm_dst : s_comm_src, *other_key = send ? s_comm_src : s_comm_dst;
+        GET_INT(peer_key, 0, 0, &v);
+        int has_peer = v != NULL;
+        set_slot(n, send ? F_COMM_DST : F_COMM_SRC, v ? v : Py_NewRef(Py_None));
+        GET_INT(s_comm_tag, has_peer, 0, &v);
+        set_slot(n, F_COMM_TAG, v ? v : Py_NewRef(Py_None));
+        GET_INT(other_key, 0, 0, &v);
+        set_slot(n, send ? F_COMM_SRC : F_COMM_DST, v ? v : Py_NewRef(Py_None));
+    } else if (type == type_mem_load || type == type_mem_store) {
+        GET_INT(s_tensor_size, 1, 1, &v);
+        set_slot(n, F_TENSOR_SIZE, v);
+    } else if (type == type_comp) {
+        if (PyDict_Contains(attrs, s_num_ops)) {
+            GET_INT(s_num_ops, 0, 1, &v);
+            set_slot(n, F_NUM_OPS, v);
+        }
+        if (PyDict_Contains(attrs, s_tensor_size)) {
+            GET_INT(s_tensor_size, 0, 1, &v);
+            set_slot(n, F_TENSOR_SIZE, v);
+        }
+    }
+    return n;
+decline:
+    Py_DECREF(n);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(n);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"configure_parse", (PyCFunction)configure_parse, METH_VARARGS,
+     "configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES, node type numbers)"},
+    {"parse_node", (PyCFunction)(void (*)(void))parse_node, METH_FASTCALL,
+     "parse_node(fields, index): graph._parse_node's Node, or None where _parse_node must decide"},
     {"link_ascending", (PyCFunction)(void (*)(void))link_ascending, METH_FASTCALL,
      "link_ascending(frames, entries, shared, may_share, max_variants, missing): link_shared for files whose "
      "every kept dependency is on a node of a lower id; None for any other file, untouched"},
@@ -223,6 +540,23 @@ static int exec_module(PyObject *m) {
                   !(s_index = PyUnicode_InternFromString("index")) ||
                   !(s_data_deps = PyUnicode_InternFromString("data_deps")) ||
                   !(s_clone = PyUnicode_InternFromString("clone"))))
+        return -1;
+    if (!s_duration_ns &&
+        (!(s_duration_ns = PyUnicode_InternFromString("duration_ns")) ||
+         !(s_is_cpu_op = PyUnicode_InternFromString("is_cpu_op")) ||
+         !(s_comm_size = PyUnicode_InternFromString("comm_size")) ||
+         !(s_comm_priority = PyUnicode_InternFromString("comm_priority")) ||
+         !(s_pg_name = PyUnicode_InternFromString("pg_name")) ||
+         !(s_comm_type = PyUnicode_InternFromString("comm_type")) ||
+         !(s_involved_dim = PyUnicode_InternFromString("involved_dim")) ||
+         !(s_comm_src = PyUnicode_InternFromString("comm_src")) ||
+         !(s_comm_dst = PyUnicode_InternFromString("comm_dst")) ||
+         !(s_comm_tag = PyUnicode_InternFromString("comm_tag")) ||
+         !(s_tensor_size = PyUnicode_InternFromString("tensor_size")) ||
+         !(s_num_ops = PyUnicode_InternFromString("num_ops")) ||
+         !(s_string_val = PyUnicode_InternFromString("string_val")) ||
+         !(s_bool_list = PyUnicode_InternFromString("bool_list")) || !(s_zero = PyLong_FromLong(0)) ||
+         !(s_empty = PyUnicode_InternFromString(""))))
         return -1;
     return PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM);
 }

@@ -15,7 +15,7 @@ from chakra_proto.enums import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from network.files import exists, path_str
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
-from workload.shared_nodes import link_shared
+from workload.shared_nodes import GRAPH_CORE, link_shared
 
 NODE_TYPES = NODE_TYPE_NAMES
 COLL_TYPES = COLLECTIVE_NAMES
@@ -196,10 +196,14 @@ def _parse_nodes(p: str, cache: dict[bytes, Node], clone: bool = True,
     except EtFormatError as e:
         raise WorkloadError(p, "", f"not a Chakra ET file: {e.args[0].split(': ', 1)[-1]}") from None
     nodes: dict[int, Node] = {}
+    fast = _FAST_PARSE
     for i, f in enumerate(frames):
         t = cache.get(f)
         if t is None:  # the cached template belongs to no graph: what a graph changes stays its own
-            t = cache[f] = _parse_node(p, fresh[f], i)
+            t = fast(fresh[f], i) if fast is not None else None
+            if t is None:
+                t = _parse_node(p, fresh[f], i)
+            cache[f] = t
         n = t.clone(i) if clone else t  # without clone: the templates, for link_shared
         if n.id in nodes:
             first = next(j for j in range(i) if cache[frames[j]].id == n.id)
@@ -335,3 +339,18 @@ def _parse_node(path: str, fields: tuple, index: int) -> Node:
         if "tensor_size" in attrs:
             n.tensor_size = _get_int(path, n, attrs, "tensor_size", minimum=0)
     return n
+
+
+def _configured_parse() -> Any:
+    """workload/_graph_core.c's parse_node, configured with Node and the constants of the rules
+    above: _parse_node for the common node, None where _parse_node must decide (its errors, a
+    host-side launcher); None where the extension is not compiled."""
+    if GRAPH_CORE is None:
+        return None
+    GRAPH_CORE.configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
+                               (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE,
+                                pb.MEM_STORE_NODE, pb.COMP_NODE))
+    return GRAPH_CORE.parse_node
+
+
+_FAST_PARSE = _configured_parse()

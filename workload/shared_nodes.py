@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 _MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts
 # the common file (every kept dependency on a node of a lower id) linked in C, where compiled
-_CORE = load_checked("workload._graph_core", os.path.dirname(os.path.realpath(__file__)), GRAPH_SOURCES)
+GRAPH_CORE = load_checked("workload._graph_core", os.path.dirname(os.path.realpath(__file__)), GRAPH_SOURCES)
 
 
 def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
@@ -33,9 +33,9 @@ def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], share
     None where the file needs the full linking of workload/dependencies.py. ``entries`` are the
     parsed, not yet linked, nodes of ``frames`` (parents as the file gives them); ``may_share``
     says which nodes no later step rewrites."""
-    if _CORE is not None:
+    if GRAPH_CORE is not None:
         missing: list[tuple[int, int]] = []
-        linked = _CORE.link_ascending(frames, entries, shared, may_share, _MAX_VARIANTS, missing)
+        linked = GRAPH_CORE.link_ascending(frames, entries, shared, may_share, _MAX_VARIANTS, missing)
         if linked is not None:
             if missing:
                 warn_ignored_ctrl_deps(path, missing, [])
@@ -45,7 +45,7 @@ def link_shared(path: str | Path, frames: list[bytes], entries: list[Any], share
 
 def _link_python(path: str | Path, frames: list[bytes], entries: list[Any], shared: dict[bytes, list[Any]],
                  may_share: Callable[[Any], bool]) -> dict[int, Any] | None:
-    """link_shared's reference, and its path for every file _CORE declines."""
+    """link_shared's reference, and its path for every file GRAPH_CORE declines."""
     ids = {t.id for t in entries}
     has_all = ids.issuperset
     parents: list[tuple[int, ...]] = []

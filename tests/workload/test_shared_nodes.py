@@ -21,7 +21,7 @@ from workload.errors import WorkloadError
 from workload.graph import Node
 from workload.loader import load_workload_graphs
 
-pytestmark = pytest.mark.skipif(shared_nodes._CORE is None, reason="workload._graph_core is not built")
+pytestmark = pytest.mark.skipif(shared_nodes.GRAPH_CORE is None, reason="workload._graph_core is not built")
 
 _FIELDS = [s for s in Node.__slots__ if s != "data_deps"]
 
@@ -72,7 +72,7 @@ def _workload(d: Path, seed: int) -> tuple[str, int]:
 
 
 def _load(prefix: str, ranks: int, core: object, monkeypatch: pytest.MonkeyPatch) -> tuple:
-    monkeypatch.setattr(shared_nodes, "_CORE", core)
+    monkeypatch.setattr(shared_nodes, "GRAPH_CORE", core)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -89,7 +89,7 @@ def _load(prefix: str, ranks: int, core: object, monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_c_linking_loads_what_the_python_linking_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    core = shared_nodes._CORE
+    core = shared_nodes.GRAPH_CORE
     answered = declined = dropped = 0
     calls: list = []
 
@@ -124,8 +124,8 @@ def test_a_file_the_c_path_declines_is_left_untouched(parents: tuple, data_deps:
         n.id, n.parents, n.data_deps, n.index, n.children = nid, deps, data, 0, []
     shared: dict = {}
     missing: list = []
-    assert shared_nodes._CORE.link_ascending([b"a", b"b", b"c"], [a, b, c], shared, lambda n: True, 8,
+    assert shared_nodes.GRAPH_CORE.link_ascending([b"a", b"b", b"c"], [a, b, c], shared, lambda n: True, 8,
                                              missing) is None
     assert shared == {} and missing == []
     with pytest.raises(TypeError, match="link_ascending"):
-        shared_nodes._CORE.link_ascending((b"a",), [a], shared, lambda n: True, 8, missing)
+        shared_nodes.GRAPH_CORE.link_ascending((b"a",), [a], shared, lambda n: True, 8, missing)
