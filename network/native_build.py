@@ -12,7 +12,8 @@ from types import ModuleType
 SOURCES = ("_event_core.c", "_aware_links.c", "_pairing.c", "_event_core.h", "_long_map.h")
 #: system/_sys_core.c, compiled into ``system._sys_core`` under the same rule, with the header of the
 #: queue's C interface it uses
-SYSTEM_SOURCES = ("_sys_core.c", "_feeder.c", "_feeder.h", "../network/_event_core.h", "../network/_long_map.h")
+SYSTEM_SOURCES = ("_sys_core.c", "_feeder.c", "_feeder.h", "_ring_recurrence.c", "_ring_recurrence.h",
+                  "../network/_event_core.h", "../network/_long_map.h")
 #: chakra_proto/_wire_core.c, ``chakra_proto._wire_core``; chakra_proto imports nothing of ours, so
 #: chakra_proto/wire.py checks this checksum itself, by the same rule
 WIRE_SOURCES = ("_wire_core.c",)

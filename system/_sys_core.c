@@ -24,6 +24,7 @@
 
 #include "_event_core.h" /* network/: the queue's capsule, DtsimCoreAPI */
 #include "_feeder.h"     /* the workload's feeder, a type of this module */
+#include "_ring_recurrence.h" /* the batched ring recurrence, a function of this module */
 
 static DtsimCoreAPI *core_api = NULL; /* NULL where network._event_core is not there */
 
@@ -1846,6 +1847,9 @@ done:
 }
 
 static PyMethodDef module_methods[] = {
+    {"ring_recurrence", (PyCFunction)(void (*)(void))dtsim_ring_recurrence, METH_FASTCALL,
+     "ring_recurrence(starts, pred, delays, endpoint, extra, steps): a batched ring phase's last receive per rank "
+     "on the congestion-unaware network (system/shortcuts/ring_batch.py), None past int64"},
     {"clone_slots", clone_slots, METH_O, "clone_slots(obj): a shallow copy of an object of slots only"},
     {"clone_fresh", clone_fresh, METH_O,
      "clone_fresh((obj, names)): clone_slots(obj) with a new empty container in each slot of names"},

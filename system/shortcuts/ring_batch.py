@@ -34,6 +34,7 @@ from system.collective.algorithm import ComType
 from system.collective.ring import Ring
 from system.config import CONFIG_NAMES, ImplType
 from system.shortcuts.decline import Decline
+from system.sys_core import SYS_CORE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,6 +46,8 @@ _NUMPY_MIN_WORK = 2048
 #: batched work stays below this (a 64-rank layout's few ring phases) never needs numpy, and one
 #: that goes past it pays at most about twice what knowing its total work ahead would have cost
 _PYTHON_WORK_BEFORE_NUMPY = 250_000
+#: the unaware recurrence in C (None: not compiled, or DTSIM_PURE_PYTHON=1)
+_RING_RECURRENCE = None if SYS_CORE is None else SYS_CORE.ring_recurrence
 #: decline the congestion-aware batcher on a built-in topology where a collective's ranks run
 #: different compute (prove_on_pipes); tests of the batcher's own equality turn it off
 DECLINE_UNEVEN_COMPUTE = True
@@ -337,13 +340,8 @@ class RingBatcher:
             if starts.count(s0) == n and delays.count(d0) == n:
                 # lock-step: every receive waits exactly one delay, on every rank alike
                 last = [s0 + endpoint + steps * d0 + between] * n
-            elif not self._vectorise(n * steps) or \
-                    max(starts) + endpoint + steps * max(delays) + sum(extra[2:steps + 1]) > MAX_TIME_NS:
-                # Python's integers where int64 might wrap: the run then ends by the clock, as the
-                # event path's does
-                last = _recurrence_py(starts, pred, delays, endpoint, extra, steps)
             else:
-                last = _recurrence_np(starts, pred, delays, endpoint, extra, steps)
+                last = self._recurrence(starts, pred, delays, endpoint, extra, steps)
         self._account(flows, size, steps)
         self.messages += n * steps
         now = self._now()
@@ -351,6 +349,21 @@ class RingBatcher:
         for algo, t in zip(order, last):
             schedule(int(t) - now, algo.finish_batched, steps, processed)
 
+
+    def _recurrence(self, starts: list[int], pred: list[int], delays: list[int], endpoint: int,
+                    extra: list[int], steps: int) -> Any:
+        """Each rank's last receive of a phase on the congestion-unaware network: in C where
+        compiled (system/_ring_recurrence.c, which needs no numpy, whose import is 14 MB of peak
+        memory); else numpy for a big phase; Python's integers where int64 might wrap, where the
+        run then ends by the clock as the event path's does."""
+        if _RING_RECURRENCE is not None:
+            last = _RING_RECURRENCE(starts, pred, delays, endpoint, extra, steps)
+            if last is not None:
+                return last
+        if not self._vectorise(len(starts) * steps) or \
+                max(starts) + endpoint + steps * max(delays) + sum(extra[2:steps + 1]) > MAX_TIME_NS:
+            return _recurrence_py(starts, pred, delays, endpoint, extra, steps)
+        return _recurrence_np(starts, pred, delays, endpoint, extra, steps)
 
     def _vectorise(self, work: int) -> bool:
         """Whether a phase of ``work`` rank-steps runs on numpy: a big phase where numpy is

@@ -20,6 +20,7 @@ from network.errors import InputError
 from system.config import SystemConfig
 from system.main import Deadlock, run_simulation
 from system.shortcuts import ring_batch
+from system.sys_core import SYS_CORE
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 
 COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
@@ -181,6 +182,74 @@ def test_recurrence_shortcuts_equal_the_step_by_step_recurrence(n, steps, data, 
             t = [x + extra[k + 1] for x in t]
     assert _recurrence_py(starts, pred, delays, endpoint, extra, steps) == t
     assert [int(x) for x in _recurrence_np(starts, pred, delays, endpoint, extra, steps)] == t
+    if SYS_CORE is not None:  # system/_ring_recurrence.c
+        assert SYS_CORE.ring_recurrence(starts, pred, delays, endpoint, extra, steps) == t
+
+
+@pytest.mark.skipif(SYS_CORE is None, reason="system._sys_core is not built")
+def test_the_c_recurrence_declines_past_int64_and_refuses_what_is_not_a_ring() -> None:
+    """Where a time would leave int64 the C recurrence answers None (ring_batch then runs Python's
+    integers, whose run ends by the 64-bit clock); a predecessor outside the ring is an error; a
+    predecessor map that is no rotation runs step by step (the rotation shortcut needs one)."""
+    from system.shortcuts.ring_batch import _recurrence_py
+
+    big = (1 << 63) - 10
+    rec = SYS_CORE.ring_recurrence
+    assert rec([big, 0], [1, 0], [5, 5], 1, [1, 1, 1, 1], 2) is None
+    assert rec([0, 0], [1, 0], [5, 5], 1, [1, big, big, 1], 2) is None
+    assert rec([0, 1 << 64], [1, 0], [5, 5], 1, [1, 1, 1, 1], 2) is None
+    with pytest.raises(ValueError):
+        rec([0, 0], [2, 0], [5, 5], 1, [1, 1, 1, 1], 2)
+    with pytest.raises(ValueError):
+        rec([0, 0], [1, 0], [5, 5], 1, [1], 2)
+    pred = [2, 0, 1, 1]  # not a rotation: every step computed
+    starts, delays, extra = [0, 40, 7, 3], [9, 9, 9, 9], [2, 3, 4, 5, 6]
+    t = [s + 2 for s in starts]
+    for k in range(1, 4):
+        t = [max(t[p] + 9, x) for p, x in zip(pred, t)]
+        if k < 3:
+            t = [x + extra[k + 1] for x in t]
+    assert rec(starts, pred, delays, 2, extra, 3) == t
+    assert rec([5, 6, 7], [2, 0, 1], [1, 1, 1], 0, [0, 0, 0, 0, 0], 3) == \
+        _recurrence_py([5, 6, 7], [2, 0, 1], [1, 1, 1], 0, [0, 0, 0, 0, 0], 3)
+
+
+def test_a_batched_unaware_run_of_128_ranks_does_not_import_numpy(tmp_path: Path) -> None:
+    """Tens of thousands of batched rank-steps on the congestion-unaware network run in C, so the
+    run does not pay numpy's import (14 MB of peak memory, more than ASTRA-sim's whole run at 64-128
+    ranks); the same cycles as the every-event path."""
+    import subprocess
+    import sys
+
+    npus = 128
+    for r in range(npus):
+        b = GraphBuilder()
+        c = b.comp("c", 1000 * (1 + r % 7))
+        k = b.collective("ar", "ALL_REDUCE", 1 << 22, deps=[c], pg_name=str(1 + r // 64))
+        b.collective("ag", "ALL_GATHER", 1 << 20, deps=[k])
+        b.write(tmp_path / "w", r)
+    (tmp_path / "groups.json").write_text(json.dumps({str(1 + g): list(range(64 * g, 64 * g + 64)) for g in range(2)}))
+    (tmp_path / "net.yml").write_text(f"topology: [ FullyConnected ]\nnpus_count: [ {npus} ]\n"
+                                      "bandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    # 16 chunks: some 390,000 rank-steps, past what ring_batch runs in Python before it imports numpy
+    root = Path(__file__).resolve().parents[2]
+    cfg = {**json.loads((root / "examples" / "system" / "Ring_4chunks.json").read_text()), "preferred-dataset-splits": 16}
+    (tmp_path / "sys.json").write_text(json.dumps(cfg))
+    argv = ["--workload", str(tmp_path / "w"), "--network", str(tmp_path / "net.yml"), "--comm-group-configuration",
+            str(tmp_path / "groups.json"), "--system", str(tmp_path / "sys.json"), "--no-symmetry", "--quiet"]
+    code = ("import sys, json\nfrom system.main import main\n"
+            f"rc = main({argv!r} + sys.argv[1:])\nprint(json.dumps([rc, 'numpy' in sys.modules]))\n")
+    got = {}
+    for flags, env in (([], {}), (["--no-batching"], {}), ([], {"DTSIM_PURE_PYTHON": "1"})):
+        p = subprocess.run([sys.executable, "-c", code, *flags], cwd=root, capture_output=True, text=True,
+                           check=True, env={**os.environ, **env})
+        out = p.stdout.strip().splitlines()
+        rc, numpy_loaded = json.loads(out[-1])
+        assert rc == 0, p.stderr
+        got[bool(flags), bool(env)] = out[0]
+        if not flags:  # without the C recurrence this much batched work pays numpy's import
+            assert numpy_loaded == (SYS_CORE is None or bool(env)), (env, numpy_loaded)
+    assert len({";".join(line.split(";")[:2]) for line in got.values()}) == 1  # the same end, min, mean
 
 
 def _uneven(tmp: Path, npus: int, compute, groups: dict | None = None) -> Path:

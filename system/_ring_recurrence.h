@@ -1,0 +1,10 @@
+/* system/_ring_recurrence.c: the batched ring phase's recurrence on the congestion-unaware network
+ * (system/shortcuts/ring_batch.py), a function of system._sys_core */
+#ifndef DTSIM_RING_RECURRENCE_H
+#define DTSIM_RING_RECURRENCE_H
+#include <Python.h>
+
+/* ring_recurrence(starts, pred, delays, endpoint, extra, steps) -> list[int] | None */
+PyObject *dtsim_ring_recurrence(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#endif
