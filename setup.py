@@ -1,7 +1,8 @@
 """The one thing pyproject.toml cannot say: network/_event_core.c, the event queue in C,
 network/_aware_links.c, the congestion-aware links, network/_pairing.c, the send/receive pairing,
-system/_sys_core.c, the system layer's per-message ring path, chakra_proto/_wire_core.c, the ET
-node decoder, and workload/_graph_core.c, the linking of a workload's shared nodes.
+system/_sys_core.c, the system layer's per-message ring path (with system/_feeder.c, the workload's
+feeder, and system/_ring_recurrence.c, the batched ring phases' recurrence), chakra_proto/_wire_core.c, the ET
+node decoder, and workload/_graph_core.c, the parsing and linking of a workload's nodes.
 
 It is optional: without a C compiler pip install still succeeds and the simulator runs the
 Python queue (network/event_queue.py), with the same results, slower."""

@@ -17,7 +17,8 @@ SYSTEM_SOURCES = ("_sys_core.c", "_feeder.c", "_feeder.h", "_ring_recurrence.c",
 #: chakra_proto/_wire_core.c, ``chakra_proto._wire_core``; chakra_proto imports nothing of ours, so
 #: chakra_proto/wire.py checks this checksum itself, by the same rule
 WIRE_SOURCES = ("_wire_core.c",)
-#: workload/_graph_core.c, ``workload._graph_core``: link_shared's common case (workload/shared_nodes.py)
+#: workload/_graph_core.c, ``workload._graph_core``: the common case of _parse_node (workload/graph.py) and of
+#: link_shared (workload/shared_nodes.py)
 GRAPH_SOURCES = ("_graph_core.c",)
 
 

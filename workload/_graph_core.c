@@ -1,12 +1,18 @@
-/* workload/shared_nodes.py's link_shared in C, for the files converters write: each dependency
- * on a node of a lower id, or a control dependency on no node or on itself, which is dropped and
- * listed in ``missing`` for link_shared to say. ``link_ascending`` returns None for any other file
+/* The workload layer's loading steps in C, each for the common case, each declining the rest to the
+ * Python it stands in for (which names errors and proves the rest):
+ *
+ * ``parse_node`` (below) is workload/graph.py's _parse_node for a node without errors that is not a
+ * host-side launcher; tests/workload/test_parse_node.py holds the two to each other.
+ *
+ * ``link_ascending`` is workload/shared_nodes.py's link_shared for the files converters write: each
+ * dependency on a node of a lower id, or a control dependency on no node or on itself, which is
+ * dropped and listed in ``missing`` for link_shared to say. It returns None for any other file
  * before it has changed anything (a data dependency on no node or on itself, a dependency on a
- * higher id), and link_shared then links it in Python, which names errors and proves the rest.
- * Otherwise it returns what link_shared returns, by the same steps in the same order: the nodes
- * by id, each a shared Node where one with the same bytes, entry, parents and children exists,
- * else a clone of its template that joins the shared ones where ``may_share`` says it may.
- * tests/workload/test_shared_nodes.py holds the two to each other. */
+ * higher id), and link_shared then links it in Python. Otherwise it returns what link_shared
+ * returns, by the same steps in the same order: the nodes by id, each a shared Node where one with
+ * the same bytes, entry, parents and children exists, else a clone of its template that joins the
+ * shared ones where ``may_share`` says it may. tests/workload/test_shared_nodes.py holds the two to
+ * each other. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -564,7 +570,7 @@ static int exec_module(PyObject *m) {
 static PyModuleDef_Slot slots[] = {{Py_mod_exec, exec_module}, {0, NULL}};
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_graph_core", "workload/shared_nodes.py's link_shared in C", 0, methods, slots,
+    PyModuleDef_HEAD_INIT, "_graph_core", "graph.py's _parse_node and shared_nodes.py's link_shared, in C", 0, methods, slots,
 };
 
 PyMODINIT_FUNC PyInit__graph_core(void) { return PyModuleDef_Init(&module); }
