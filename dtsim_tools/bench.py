@@ -255,6 +255,8 @@ CASES: dict[str, dict] = {
     "mixed-switch64-aware": _mixed_case(64, "Switch", "congestion-aware", 15),
     "mixed-ring64-unaware": _mixed_case(64, "Ring", "congestion-unaware", 20),
     "mixed-fc128-aware": _mixed_case(128, "FullyConnected", "congestion-aware", 24),
+    # some 350,000 batched rank-steps: past what the ring batcher ran in Python before numpy
+    "mixed-fc128-unaware": _mixed_case(128, "FullyConnected", "congestion-unaware", 116),
     "mixed-ring256-aware": _mixed_case(256, "Ring", "congestion-aware", 17),
     # ns-3's start-up: the README example on the ns3 backend, whole process (no ASTRA-sim column);
     # the row says whether our C++ came precompiled (network/ns3/precompiled.py) or was JIT-compiled
