@@ -10,12 +10,17 @@ TrioSim cases read the traces of a checkout's examples/triosim (``--examples DIR
     dtsim-bench --json out.json # also write the rows as JSON
     dtsim-bench --astra-sim-bin DIR                       # issue 13's four cases, side by side
     dtsim-bench --astra-sim-bin DIR --cases ring64-general --repeat 3
+    dtsim-bench --astra-sim-bin DIR --draw 30 --seed 7    # 30 layouts drawn at random, side by side
 
 With ``--astra-sim-bin DIR`` (the folder holding ASTRA-sim's AstraSim_Analytical_Congestion_{Unaware,
 Aware} binaries) each case also runs ASTRA-sim on the very same files, alternating with ours, and
 the row shows both whole-process walls and peak RSS (medians), the wall ratio (the median of each pair's ratio)
 and whether every rank's cycles are equal.
-Without ``--cases`` it runs the four cases of issue 13 (ISSUE13 below). ASTRA-sim replays COMP
+Without ``--cases`` it runs the four cases of issue 13 (ISSUE13 below). ``--draw N`` runs N layouts
+drawn from ``--seed`` instead (``_drawn_case``: 64, 128 or 256 NPUs, or ``--draw-npus``; a built-in
+topology; either backend; the irregular layout with ring, direct, halving-doubling or double-binary-
+tree collectives, or a mixed one) and ends with a summary line; each row's name says its whole
+case, so ``--cases``-style reruns need only the name (``dtsim-bench --cases draw-7-3-64.128.256``). ASTRA-sim replays COMP
 nodes from ``duration_micros`` only, so the TrioSim cases drop the converter's exact ``duration_ns``
 attribute: both simulators then read the same durations.
 
@@ -156,6 +161,46 @@ def _write_mixed(d: Path, npus: int, seed: int) -> Path:
         b.write(d / "mixed", r)
     (d / "groups.json").write_text(json.dumps({str(k): v for k, v in groups.items()}))
     return d / "mixed"
+
+
+#: --draw's rank counts (the issue's 64-1,024: 512 and 1,024 cost ASTRA-sim minutes per layout)
+DRAW_NPUS = (64, 128, 256)
+_DRAW_IMPLS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
+
+
+def _drawn_case(seed: int, index: int, npus_choices: tuple[int, ...] = DRAW_NPUS) -> dict:
+    """Layout ``index`` of ``--draw`` from ``seed``: its rank count from ``npus_choices``, a
+    built-in topology, a backend, and either a mixed layout (``_mixed_case``) or the irregular one
+    (``_irregular_case``) with every collective ring, direct, halvingDoubling or doubleBinaryTree,
+    all from one ``random.Random`` of (seed, index)."""
+    import random
+
+    rng = random.Random(seed * 1_000_003 + index)
+    npus = rng.choice(npus_choices)
+    kind = rng.choice(["Switch", "Ring", "FullyConnected"])
+    backend = rng.choice(["congestion-aware", "congestion-unaware"])
+    if rng.random() < 0.5:
+        case = _mixed_case(npus, kind, backend, rng.randrange(1 << 30))
+    else:
+        case = _irregular_case(npus, kind, backend, impl=rng.choice(_DRAW_IMPLS))
+    case["drawn"] = f"{case['kind']}, {case.get('impl', 'ring')}, {kind}, {backend}"
+    return case
+
+
+def _drawn_name(seed: int, index: int, npus_choices: tuple[int, ...]) -> str:
+    return f"draw-{seed}-{index}-{'.'.join(map(str, npus_choices))}"
+
+
+def case_by_name(name: str) -> dict:
+    """A named case (CASES), or a drawn one by its name (``draw-SEED-INDEX-NPUS.NPUS...``)."""
+    if name in CASES:
+        return CASES[name]
+    parts = name.split("-")
+    if len(parts) == 4 and parts[0] == "draw" and parts[1].isdigit() and parts[2].isdigit():
+        choices = tuple(int(x) for x in parts[3].split(".") if x.isdigit())
+        if choices and len(choices) == len(parts[3].split(".")) and all(n >= 8 and n % 8 == 0 for n in choices):
+            return _drawn_case(int(parts[1]), int(parts[2]), choices)
+    raise KeyError(name)
 
 
 def _megatron_case(args: str) -> dict:
@@ -514,27 +559,46 @@ def _byte_compile() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dtsim-bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", nargs="*", choices=list(CASES), help="run only these cases")
+    ap.add_argument("--cases", nargs="*", type=_case_name, metavar="CASE",
+                    help=f"run only these cases: {', '.join(CASES)}, or a drawn case by the name its row shows")
     ap.add_argument("--quick", action="store_true", help=f"run {', '.join(QUICK)}")
     ap.add_argument("--astra-sim-bin", metavar="DIR", type=Path,
                     help="also run ASTRA-sim's binaries from DIR on each case (default cases: "
                          f"{', '.join(ISSUE13)})")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run each case N times (ours and ASTRA-sim alternating); report the median wall")
+    ap.add_argument("--draw", type=int, default=0, metavar="N",
+                    help="also run N layouts drawn at random (64-256 ranks, both backends, built-in topologies, "
+                         "ring, direct, halving-doubling and double-binary-tree) and end with a summary")
+    ap.add_argument("--seed", type=int, default=0, help="--draw's seed (default 0)")
+    ap.add_argument("--draw-npus", default=",".join(map(str, DRAW_NPUS)), metavar="N,N,...",
+                    help=f"--draw's rank counts, one drawn per layout (default {','.join(map(str, DRAW_NPUS))})")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--examples", type=Path, default=None, metavar="DIR",
                     help="a checkout's examples/ folder, for the TrioSim cases (default: the checkout's)")
     ap.add_argument("--prepare", nargs=3, metavar=("CASE", "DIR", "EXAMPLES"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.prepare:
-        print(json.dumps(vars(_prepare(a.prepare[0], CASES[a.prepare[0]], Path(a.prepare[1]), Path(a.prepare[2])))))
+        print(json.dumps(vars(_prepare(a.prepare[0], case_by_name(a.prepare[0]), Path(a.prepare[1]),
+                                       Path(a.prepare[2])))))
         return 0
-    names = a.cases or (QUICK if a.quick else ISSUE13 if a.astra_sim_bin else list(CASES))
     examples = (a.examples or PACKAGE_ROOT / "examples").resolve()
     try:
+        drawn = []
+        if a.draw:
+            try:
+                choices = tuple(int(x) for x in a.draw_npus.split(","))
+            except ValueError:
+                choices = ()
+            if a.draw < 0 or not choices or min(choices) < 8 or any(n % 8 for n in choices):
+                raise InputError(None, "--draw/--draw-npus", "expected --draw N >= 0 and rank counts of at least 8, "
+                                 f"each a multiple of 8 (the layouts' tp groups), got {a.draw} and {a.draw_npus!r}")
+            drawn = [_drawn_name(a.seed, i, choices) for i in range(a.draw)]
+        names = (a.cases or []) + drawn if (a.cases or drawn) else \
+            (QUICK if a.quick else ISSUE13 if a.astra_sim_bin else list(CASES))
         if a.json:
             check_file("--json", a.json, (".json",), "the rows as JSON")
-        if any(CASES[n]["kind"] == "triosim" for n in names) and not (examples / "triosim").is_dir():
+        if any(case_by_name(n)["kind"] == "triosim" for n in names) and not (examples / "triosim").is_dir():
             raise InputError(examples / "triosim", "--examples", "no TrioSim traces here; the TrioSim cases "
                              "need a dtsim checkout's examples/ folder (--examples DIR), or choose --cases")
         if a.astra_sim_bin and not a.astra_sim_bin.is_dir():
@@ -590,8 +654,9 @@ def main(argv: list[str] | None = None) -> int:
                 x = _median_run(astra_runs)
                 r["astra_sim"] = x
                 if x.get("failed"):
+                    what = f" ({case_by_name(name)['drawn']})" if name.startswith("draw-") else ""
                     print(f"{name:<24} {r['npus']:>5} {r['events']:>10} {r['process_wall']:>8.3f} {r['rss_mb']:>7.1f}  "
-                          f"ASTRA-sim FAILED: {x['error']}")
+                          f"ASTRA-sim FAILED{what}: {x['error']}")
                     continue
                 same = x["cycles"] == r["cycles"]
                 r["cycles_equal"] = same
@@ -599,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
                 verdict = (f"cycles equal on all {prep.npus} ranks (end {r['end_cycles']})" if same
                            else f"cycles DIFFER on {diff} of {prep.npus} ranks (ours end {r['end_cycles']}, "
                                 f"ASTRA-sim end {max(x['cycles'])})")
+                if name.startswith("draw-"):
+                    verdict += f" ({case_by_name(name)['drawn']})"
                 ours = r["process_wall"]
                 # the median of each pair's ratio (ours and ASTRA-sim run in turn): a machine whose
                 # speed drifts during the case moves both of a pair, not the ratio
@@ -618,13 +685,47 @@ def main(argv: list[str] | None = None) -> int:
                 vs = f"{same}; {ref[1]:.2f} s; {ref[2]:.0f} MB"
             print(f"{name:<24} {r['npus']:>5} {r['events']:>10} {r['wall']:>8.3f} {eps:>10.0f} {r['rss_mb']:>7.1f} "
                   f"{r['end_cycles']:>10}  {vs}")
+    if any(n.startswith("draw-") for n in names):
+        print(_draw_summary([r for r in rows if r["case"].startswith("draw-")], bool(a.astra_sim_bin)))
     if a.json:
         for r in rows:  # per-rank lists make the file long without saying more than the verdict
             r.pop("cycles", None)
             r.get("astra_sim", {}).pop("cycles", None)
         Path(a.json).write_text(json.dumps(rows, indent=1))
-    return 1 if any(r.get("failed") or r.get("astra_sim", {}).get("failed") or r.get("cycles_equal") is False
-                    for r in rows) else 0
+    # ASTRA-sim's own crash on a drawn layout (it aborts on double-binary-tree over groups) is a row
+    # that says so, not a failure of the bench; on a named case it is
+    return 1 if any(r.get("failed") or (r.get("astra_sim", {}).get("failed") and not r["case"].startswith("draw-"))
+                    or r.get("cycles_equal") is False for r in rows) else 0
+
+
+def _case_name(value: str) -> str:
+    try:
+        case_by_name(value)
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"no case {value!r}") from None
+    return value
+
+
+def _draw_summary(rows: list[dict], with_astra: bool) -> str:
+    """One line over the drawn layouts: how many ran, how many ASTRA-sim finished, how many of
+    those agree on every rank, and the wall ratio's median and range and the peak RSS against
+    ASTRA-sim's."""
+    import statistics
+
+    ours_failed = [r for r in rows if r.get("failed")]
+    text = f"drawn: {len(rows)} layouts, {len(ours_failed)} failed here"
+    if not with_astra:
+        return text
+    compared = [r for r in rows if not r.get("failed") and not r.get("astra_sim", {}).get("failed")]
+    equal = sum(1 for r in compared if r.get("cycles_equal"))
+    text += (f"; ASTRA-sim finished {len(compared)} of {len(rows) - len(ours_failed)}, cycles equal on every "
+             f"rank in {equal} of them")
+    ratios = sorted(r["wall_ratio"] for r in compared if "wall_ratio" in r)
+    if ratios:
+        leaner = sum(1 for r in compared if r["rss_mb"] <= r["astra_sim"]["rss_mb"])
+        text += (f"; wall ratio median {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x); "
+                 f"peak RSS at most ASTRA-sim's in {leaner} of {len(compared)}")
+    return text
 
 
 def console_main() -> None:

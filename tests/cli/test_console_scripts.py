@@ -3,6 +3,7 @@ and tools that fail loudly (non-zero) when part of their answer is missing."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -84,6 +85,33 @@ def test_bench_checks_its_inputs_and_outputs_before_running(tmp_path: Path, caps
     assert "ending in .json" in capsys.readouterr().err
     assert bench.main(["--cases", "vgg13-dp64", "--examples", str(tmp_path)]) == 2
     assert "--examples" in capsys.readouterr().err
+
+
+def test_bench_draws_layouts_that_its_names_rebuild(tmp_path: Path, capsys) -> None:
+    """--draw N runs N drawn layouts; a row's name is the whole case (--cases NAME reruns it), the
+    draw is the same for the same seed, and a bad rank list or name is bad input."""
+    cases = [bench.case_by_name(bench._drawn_name(3, i, (16, 32))) for i in range(40)]
+    assert cases == [bench._drawn_case(3, i, (16, 32)) for i in range(40)]
+    assert {c["dims"][0][1] for c in cases} == {16, 32}
+    assert {c["kind"] for c in cases} == {"irregular", "mixed"}
+    assert {c["backend"] for c in cases} == {"congestion-aware", "congestion-unaware"}
+    assert {c.get("impl") for c in cases if c["kind"] == "irregular"} == set(bench._DRAW_IMPLS)
+    assert cases != [bench._drawn_case(4, i, (16, 32)) for i in range(40)]
+    for bad in ("draw-3-x-16", "draw-3-1-12", "draw-3-1", "draw-3-1-16.x", "ring65"):
+        with pytest.raises(KeyError):
+            bench.case_by_name(bad)
+    with pytest.raises(SystemExit) as e:  # argparse's own bad-input exit
+        bench.main(["--cases", "draw-3-1-12"])
+    assert e.value.code == 2 and "no case 'draw-3-1-12'" in capsys.readouterr().err
+    assert bench.main(["--draw", "2", "--draw-npus", "16,20"]) == 2
+    assert "multiple of 8" in capsys.readouterr().err
+    out = tmp_path / "rows.json"
+    assert bench.main(["--draw", "2", "--seed", "3", "--draw-npus", "16", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "drawn: 2 layouts, 0 failed here" in printed
+    rows = json.loads(out.read_text())
+    assert [r["case"] for r in rows] == ["draw-3-0-16", "draw-3-1-16"]
+    assert all(r["npus"] == 16 and r["events"] > 0 for r in rows)
 
 
 def test_bench_byte_compiles_the_run_first(tmp_path, monkeypatch, capsys) -> None:
