@@ -28,6 +28,19 @@
 
 static DtsimCoreAPI *core_api = NULL; /* NULL where network._event_core is not there */
 
+/* the C queue's calendar, where it is built; else every call goes through Python. PyCapsule_Import
+ * imports only the package and then reads attributes, so the extension is imported first: a
+ * process that imported this module before network._event_core (import system.generation) ran
+ * every Sys through Python's calls otherwise. SysFast_init asks again while it is missing. */
+static void load_core_api(void) {
+    if (core_api) return;
+    PyObject *mod = PyImport_ImportModule("network._event_core");
+    DtsimCoreAPI *api = mod ? PyCapsule_Import(DTSIM_CORE_API_CAPSULE, 0) : NULL;
+    if (api && api->size == sizeof(DtsimCoreAPI)) core_api = api;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+}
+
 /* -- slots of Python classes -------------------------------------------------------------------- */
 
 enum {
@@ -73,6 +86,10 @@ static PyObject *str_fps, *str_trs, *str_active_streams, *str_ready_list, *str_r
     *str_notify_stream_finished, *str_ring_batcher;
 static PyObject *str_append, *str_popleft, *str_member_at;
 static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
+/* new_stream's: StreamBaseline.__init__ and Algorithm.init as configured, and the slots they set */
+static PyTypeObject *algorithm_type = NULL;
+static PyObject *stream_init_method = NULL, *algorithm_init_method = NULL, *str___init__ = NULL;
+static Py_ssize_t stream_owner_off, algo_stream_off, algo_sys_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
 static PyObject *empty_tuple, *str_now, *str_exit, *str_run_general, *str_on_packet_received,
     *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py, *str_register_event;
@@ -1492,6 +1509,7 @@ static int SysFast_init(SysFast *f, PyObject *args, PyObject *kw) {
     f->mem_bw = b;
     f->mem_bw_exact = exact;
     f->core = NULL;
+    load_core_api();
     if (core_api && PyObject_TypeCheck(clock, core_api->core_type) && PyCFunction_Check(schedule) &&
         PyCFunction_GET_SELF(schedule) == clock)
         f->core = (Queue *)clock; /* held by f->clock */
@@ -1588,10 +1606,22 @@ static PyType_Spec SysFast_spec = {
  * AllToAll, RingTopology, HalvingDoubling, SchedulerUnit):
  * the classes whose slots this code reads, and where */
 static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
-    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo, *hd, *su;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!O!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type,
+    PyObject *ring, *stream, *phase, *dataset, *ar, *rs, *direct, *topo, *hd, *su, *algorithm;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!O!O!O!O!", &PyType_Type, &ring, &PyType_Type, &stream, &PyType_Type,
                           &phase, &PyType_Type, &dataset, &ar, &rs, &PyType_Type, &direct, &PyType_Type, &topo,
-                          &PyType_Type, &hd, &PyType_Type, &su))
+                          &PyType_Type, &hd, &PyType_Type, &su, &PyType_Type, &algorithm))
+        return NULL;
+    /* what new_stream stands in for: StreamBaseline.__init__ and Algorithm.init, as configured */
+    Py_ssize_t owner, algo_stream, algo_sys;
+    PyObject *s_init = PyDict_GetItemString(((PyTypeObject *)stream)->tp_dict, "__init__"),
+             *a_init = PyDict_GetItemString(((PyTypeObject *)algorithm)->tp_dict, "init");
+    if (!s_init || !a_init || !PyType_IsSubtype((PyTypeObject *)ring, (PyTypeObject *)algorithm)) {
+        PyErr_SetString(PyExc_TypeError, "configure: StreamBaseline.__init__ and Algorithm.init, Ring an Algorithm");
+        return NULL;
+    }
+    if (slot_offset((PyTypeObject *)stream, "owner", &owner) < 0 ||
+        slot_offset((PyTypeObject *)algorithm, "stream", &algo_stream) < 0 ||
+        slot_offset((PyTypeObject *)algorithm, "sys", &algo_sys) < 0)
         return NULL;
     Py_ssize_t a[A_N], s[S_N], pa, dl, d[D_N], t[T_N], h[H_N], check, ss[SS_N], ph[PH_N], ds[DS_N], u[SU_N];
     for (int i = 0; i < SS_N; i++)
@@ -1653,6 +1683,12 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
     Py_XSETREF(dataset_type, (PyTypeObject *)Py_NewRef(dataset));
     Py_XSETREF(all_reduce, Py_NewRef(ar));
     Py_XSETREF(reduce_scatter, Py_NewRef(rs));
+    Py_XSETREF(algorithm_type, (PyTypeObject *)Py_NewRef(algorithm));
+    Py_XSETREF(stream_init_method, Py_NewRef(s_init));
+    Py_XSETREF(algorithm_init_method, Py_NewRef(a_init));
+    stream_owner_off = owner;
+    algo_stream_off = algo_stream;
+    algo_sys_off = algo_sys;
     Py_RETURN_NONE;
 }
 
@@ -1771,6 +1807,56 @@ done:
     return ph;
 }
 
+/* StreamBaseline(sys, dataset, stream_id, phases, priority), system/stream.py, without a Python
+ * frame where the class's __init__ and each phase's algorithm's init are the ones configure() saw:
+ * the same slots in the same order, then each algorithm's stream and sys (Algorithm.init). */
+
+static PyObject *new_stream(PyObject *sys, PyObject *dataset, PyObject *sid, PyObject *phases, PyObject *priority) {
+    if (_PyType_Lookup(stream_type, str___init__) != stream_init_method || !PyList_CheckExact(phases)) {
+        PyObject *sargs[] = {sys, dataset, sid, phases, priority};
+        return PyObject_Vectorcall((PyObject *)stream_type, sargs, 5, NULL);
+    }
+    PyObject *s = stream_type->tp_alloc(stream_type, 0);
+    PyObject *minus_one = s ? PyLong_FromLong(-1) : NULL, *zero = minus_one ? PyLong_FromLong(0) : NULL;
+    if (!zero) {
+        Py_XDECREF(minus_one);
+        Py_XDECREF(s);
+        return NULL;
+    }
+    set_new(s, stream_owner_off, Py_NewRef(sys));
+    set_new(s, stream_off[S_DATASET], Py_NewRef(dataset));
+    set_new(s, stream_off[S_STREAM_ID], Py_NewRef(sid));
+    set_new(s, ss_off[SS_PHASES], Py_NewRef(phases));
+    set_new(s, ss_off[SS_PRIORITY], Py_NewRef(priority));
+    set_new(s, ss_off[SS_STEPS], zero);
+    set_new(s, ss_off[SS_QUEUE], minus_one);
+    set_new(s, ss_off[SS_COMTYPE], Py_NewRef(Py_None));
+    set_new(s, stream_off[S_PHASE], Py_NewRef(Py_None));
+    set_new(s, ss_off[SS_INIT], Py_NewRef(Py_False));
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(phases); i++) { /* for ph in phases: ph.algorithm.init(self) */
+        PyObject *ph = PyList_GET_ITEM(phases, i);
+        PyObject *algo = Py_IS_TYPE(ph, phase_type) ? Py_XNewRef(get(ph, phase_algorithm_off, "algorithm"))
+                                                    : PyObject_GetAttr(ph, str_algorithm);
+        if (!algo) goto fail;
+        if (PyObject_TypeCheck(algo, algorithm_type) && _PyType_Lookup(Py_TYPE(algo), str_init) == algorithm_init_method) {
+            set_new(algo, algo_stream_off, Py_NewRef(s));
+            set_new(algo, algo_sys_off, Py_NewRef(sys));
+        } else {
+            PyObject *r = PyObject_CallMethodOneArg(algo, str_init, s);
+            if (!r) {
+                Py_DECREF(algo);
+                goto fail;
+            }
+            Py_DECREF(r);
+        }
+        Py_DECREF(algo);
+    }
+    return s;
+fail:
+    Py_DECREF(s);
+    return NULL;
+}
+
 static PyObject *generate_streams(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "generate_streams(sys, dataset, count, chunk, plan, pristine, group, "
@@ -1830,8 +1916,7 @@ static PyObject *generate_streams(PyObject *Py_UNUSED(module), PyObject *const *
             Py_DECREF(phases);
             goto done;
         }
-        PyObject *sargs[] = {sys, dataset, sid, phases, priority};
-        PyObject *stream = PyObject_Vectorcall((PyObject *)stream_type, sargs, 5, NULL);
+        PyObject *stream = new_stream(sys, dataset, sid, phases, priority);
         Py_DECREF(sid);
         Py_DECREF(phases);
         PyObject *r = stream ? PyObject_CallOneArg(insert, stream) : NULL;
@@ -1858,7 +1943,7 @@ static PyMethodDef module_methods[] = {
      "system/generation.py's per-stream loop"},
     {"configure", configure, METH_VARARGS,
      "configure(Ring, StreamBaseline, CollectivePhase, DataSet, ALL_REDUCE, REDUCE_SCATTER, AllToAll, RingTopology, "
-     "HalvingDoubling, SchedulerUnit)"},
+     "HalvingDoubling, SchedulerUnit, Algorithm)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1887,14 +1972,11 @@ static int exec_module(PyObject *m) {
             !(str_queue_id = PyUnicode_InternFromString("queue_id")) ||
             !(str_algorithm = PyUnicode_InternFromString("algorithm")) ||
             !(str_next_stream_id = PyUnicode_InternFromString("_next_stream_id")) ||
-            !(str_insert_into_ready_list = PyUnicode_InternFromString("insert_into_ready_list")))
+            !(str_insert_into_ready_list = PyUnicode_InternFromString("insert_into_ready_list")) ||
+            !(str___init__ = PyUnicode_InternFromString("__init__")))
             return -1;
     }
-    if (!core_api) { /* the C queue's calendar, where it is built; else every call goes through Python */
-        DtsimCoreAPI *api = PyCapsule_Import(DTSIM_CORE_API_CAPSULE, 0);
-        if (api && api->size == sizeof(DtsimCoreAPI)) core_api = api;
-        PyErr_Clear();
-    }
+    load_core_api();
     if (dtsim_add_feeder(m) < 0) return -1;
     PyObject *tp = PyType_FromModuleAndSpec(m, &SysFast_spec, NULL);
     if (!tp) return -1;

@@ -16,7 +16,7 @@ def _load() -> ModuleType | None:
     mod = load_checked("system._sys_core", os.path.dirname(os.path.realpath(__file__)), SYSTEM_SOURCES)
     if mod is None:
         return None
-    from system.collective.algorithm import ComType
+    from system.collective.algorithm import Algorithm, ComType
     from system.collective.all_to_all import AllToAll
     from system.collective.halving_doubling import HalvingDoubling
     from system.collective.ring import Ring
@@ -25,7 +25,7 @@ def _load() -> ModuleType | None:
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
     mod.configure(Ring, StreamBaseline, CollectivePhase, DataSet, ComType.ALL_REDUCE, ComType.REDUCE_SCATTER,
-                  AllToAll, RingTopology, HalvingDoubling, SchedulerUnit)
+                  AllToAll, RingTopology, HalvingDoubling, SchedulerUnit, Algorithm)
     return mod
 
 

@@ -47,3 +47,25 @@ def test_generated_streams_are_the_python_loops(tmp_path: Path, monkeypatch: pyt
                 runs += 1
                 ran += not isinstance(c[0], str)
     assert ran >= runs * 2 // 3  # most cases run (a few are refused alike)
+
+
+def test_streams_made_in_c_are_the_classes_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """generate_streams makes each StreamBaseline without its Python __init__ (and sets each
+    algorithm's stream and sys as Algorithm.init does) only while those are the configured ones:
+    a subclass's or a patched __init__ or init runs, and the run's answer stays the same."""
+    from system.collective.algorithm import Algorithm
+    from system.stream import StreamBaseline
+
+    d = materialize(generate_spec(20261303), tmp_path / "case")
+    p = case_paths(d)
+    args = (str(p["workload"]), str(p["network"]), str(p["system"]))
+    kw = dict(comm_groups=None if p["groups"] is None else str(p["groups"]), symmetry=False)
+    made, inits = [], []
+    real_new, real_init = StreamBaseline.__init__, Algorithm.init
+    plain = _outcome(args, kw)
+    with monkeypatch.context() as m:
+        m.setattr(StreamBaseline, "__init__", lambda self, *a: (made.append(self), real_new(self, *a))[1])
+        m.setattr(Algorithm, "init", lambda self, stream: (inits.append(stream), real_init(self, stream))[1])
+        patched = _outcome(args, kw)
+    assert patched == plain and made and len(inits) >= len(made)
+    assert all(isinstance(s, StreamBaseline) for s in made)

@@ -43,6 +43,25 @@ def test_an_analytical_backend_takes_the_c_path(backend: type) -> None:
 
 
 @native
+def test_the_calendar_is_reached_directly_whatever_was_imported_first() -> None:
+    """The capsule of network._event_core is found even where this process imported the system
+    layer's C module before the network's (PyCapsule_Import reads attributes of the package and
+    does not import the submodule): a Sys made then used Python's calls for every event."""
+    import subprocess
+    import sys
+
+    code = ("import system.generation\n"
+            "from network.analytical.aware import CongestionAwareBackend\n"
+            "from network.config import NetworkConfig\n"
+            "from system.config import SystemConfig\nfrom system.sys import Sys\n"
+            "net = NetworkConfig.from_dict({'topology': ['Ring'], 'npus_count': [4], 'bandwidth': [50.0], "
+            "'latency': [500.0]})\n"
+            "print(Sys(0, CongestionAwareBackend(net), SystemConfig.default())._fast.direct)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"], out.stderr
+
+
+@native
 def test_rendezvous_and_other_clocks_keep_the_python_methods() -> None:
     assert not hasattr(Sys(0, CongestionAwareBackend(NET), SystemConfig.default(), rendezvous=True), "_fast")
 
@@ -77,9 +96,11 @@ def test_configure_refuses_classes_without_the_slots() -> None:
     from system.scheduler_unit import SchedulerUnit
     from system.stream import CollectivePhase, DataSet, StreamBaseline
 
+    from system.collective.algorithm import Algorithm
+
     good = (Ring, StreamBaseline, CollectivePhase, DataSet, 0, 7, AllToAll, RingTopology, HalvingDoubling,
-            SchedulerUnit)
-    for i in (0, 1, 2, 3, 6, 7, 8, 9):
+            SchedulerUnit, Algorithm)
+    for i in (0, 1, 2, 3, 6, 7, 8, 9, 10):
         with pytest.raises((TypeError, AttributeError)):
             SYS_CORE.configure(*good[:i], NoSlots, *good[i + 1:])
     # the module keeps its configuration: a Sys still takes the C path and runs
