@@ -24,8 +24,9 @@ setup(ext_modules=[
         define_macros=[("DTSIM_SOURCE_CHECKSUM", f'"{native_build.source_checksum(HERE / "network")}"')],
     ),
     Extension(
-        "system._sys_core", ["system/_sys_core.c", "system/_feeder.c", "system/_ring_recurrence.c"], include_dirs=["network"],
-        depends=["network/_event_core.h", "network/_long_map.h", "system/_feeder.h", "system/_ring_recurrence.h"], optional=True,
+        "system._sys_core", ["system/_sys_core.c", "system/_feeder.c", "system/_ring_recurrence.c"],
+        include_dirs=["network"], optional=True,
+        depends=["network/_event_core.h", "network/_long_map.h", "system/_feeder.h", "system/_ring_recurrence.h"],
         define_macros=[("DTSIM_SOURCE_CHECKSUM",
                         f'"{native_build.source_checksum(HERE / "system", native_build.SYSTEM_SOURCES)}"')],
     ),

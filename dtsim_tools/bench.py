@@ -20,9 +20,9 @@ Without ``--cases`` it runs the four cases of issue 13 (ISSUE13 below). ``--draw
 drawn from ``--seed`` instead (``_drawn_case``: 64, 128 or 256 NPUs, or ``--draw-npus``; a built-in
 topology; either backend; the irregular layout with ring, direct, halving-doubling or double-binary-
 tree collectives, or a mixed one) and ends with a summary line; each row's name says its whole
-case, so ``--cases``-style reruns need only the name (``dtsim-bench --cases draw-7-3-64.128.256``). ASTRA-sim replays COMP
-nodes from ``duration_micros`` only, so the TrioSim cases drop the converter's exact ``duration_ns``
-attribute: both simulators then read the same durations.
+case, so ``--cases``-style reruns need only the name (``dtsim-bench --cases draw-7-3-64.128.256``).
+ASTRA-sim replays COMP nodes from ``duration_micros`` only, so the TrioSim cases drop the
+converter's exact ``duration_ns`` attribute: both simulators then read the same durations.
 
 ASTRA-sim 2.0 (C++) on the same kind of 2-core machine, from the REFERENCE.md of its anchors: Ring 1 GB all-reduce 512 NPUs 1.85 s / 102 MB,
 1024 NPUs 8.65 s / 356 MB, 4096 NPUs 310 s / 5458 MB.

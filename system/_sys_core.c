@@ -1838,7 +1838,8 @@ static PyObject *new_stream(PyObject *sys, PyObject *dataset, PyObject *sid, PyO
         PyObject *algo = Py_IS_TYPE(ph, phase_type) ? Py_XNewRef(get(ph, phase_algorithm_off, "algorithm"))
                                                     : PyObject_GetAttr(ph, str_algorithm);
         if (!algo) goto fail;
-        if (PyObject_TypeCheck(algo, algorithm_type) && _PyType_Lookup(Py_TYPE(algo), str_init) == algorithm_init_method) {
+        if (PyObject_TypeCheck(algo, algorithm_type) &&
+            _PyType_Lookup(Py_TYPE(algo), str_init) == algorithm_init_method) {
             set_new(algo, algo_stream_off, Py_NewRef(s));
             set_new(algo, algo_sys_off, Py_NewRef(sys));
         } else {

@@ -349,7 +349,6 @@ class RingBatcher:
         for algo, t in zip(order, last):
             schedule(int(t) - now, algo.finish_batched, steps, processed)
 
-
     def _recurrence(self, starts: list[int], pred: list[int], delays: list[int], endpoint: int,
                     extra: list[int], steps: int) -> Any:
         """Each rank's last receive of a phase on the congestion-unaware network: in C where

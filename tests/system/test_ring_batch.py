@@ -233,7 +233,8 @@ def test_a_batched_unaware_run_of_128_ranks_does_not_import_numpy(tmp_path: Path
                                       "bandwidth: [ 50 ]\nlatency: [ 500 ]\n")
     # 16 chunks: some 390,000 rank-steps, past what ring_batch runs in Python before it imports numpy
     root = Path(__file__).resolve().parents[2]
-    cfg = {**json.loads((root / "examples" / "system" / "Ring_4chunks.json").read_text()), "preferred-dataset-splits": 16}
+    cfg = json.loads((root / "examples" / "system" / "Ring_4chunks.json").read_text())
+    cfg["preferred-dataset-splits"] = 16
     (tmp_path / "sys.json").write_text(json.dumps(cfg))
     argv = ["--workload", str(tmp_path / "w"), "--network", str(tmp_path / "net.yml"), "--comm-group-configuration",
             str(tmp_path / "groups.json"), "--system", str(tmp_path / "sys.json"), "--no-symmetry", "--quiet"]
