@@ -240,8 +240,8 @@ static PyTypeObject *node_type = NULL;
 static PyObject *node_types, *integer_members, *coll_types, *supported;
 static long type_coll, type_send, type_recv, type_mem_load, type_mem_store, type_comp;
 static PyObject *s_duration_ns, *s_is_cpu_op, *s_comm_size, *s_comm_priority, *s_pg_name, *s_comm_type,
-    *s_involved_dim, *s_comm_src, *s_comm_dst, *s_comm_tag, *s_tensor_size, *s_num_ops, *s_string_val,
-    *s_bool_list, *s_zero, *s_empty;
+    *s_involved_dim, *s_comm_src, *s_comm_dst, *s_comm_tag, *s_tensor_size, *s_num_ops, *s_zero,
+    *s_thousand, *s_empty;
 
 /* configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
  *                 (COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, COMP)) */
@@ -415,9 +415,7 @@ static PyObject *parse_node(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ss
         GET_INT(s_duration_ns, 1, 1, &v);
         set_slot(n, F_DURATION_NS, v);
     } else {
-        PyObject *thousand = PyLong_FromLong(1000);
-        v = thousand ? PyNumber_Multiply(micros, thousand) : NULL;
-        Py_XDECREF(thousand);
+        v = PyNumber_Multiply(micros, s_thousand);
         if (!v) goto error;
         set_slot(n, F_DURATION_NS, v);
     }
@@ -560,8 +558,8 @@ static int exec_module(PyObject *m) {
          !(s_comm_tag = PyUnicode_InternFromString("comm_tag")) ||
          !(s_tensor_size = PyUnicode_InternFromString("tensor_size")) ||
          !(s_num_ops = PyUnicode_InternFromString("num_ops")) ||
-         !(s_string_val = PyUnicode_InternFromString("string_val")) ||
-         !(s_bool_list = PyUnicode_InternFromString("bool_list")) || !(s_zero = PyLong_FromLong(0)) ||
+         !(s_zero = PyLong_FromLong(0)) ||
+         !(s_thousand = PyLong_FromLong(1000)) ||
          !(s_empty = PyUnicode_InternFromString(""))))
         return -1;
     return PyModule_AddStringConstant(m, "SOURCE_CHECKSUM", DTSIM_SOURCE_CHECKSUM);

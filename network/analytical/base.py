@@ -15,7 +15,6 @@ collective this is: ``MessageMismatchError`` (exit 3), rather than a silently wr
 """
 from __future__ import annotations
 
-import sys
 from collections import deque
 from typing import Any, Callable
 
@@ -285,9 +284,9 @@ class AnalyticalBackend(_Pairing):
 
 def graph_flows(topology: Any, make_link: Callable[..., Any] | None = None) -> Any:
     """graph_links.graph_flows (a GraphFlows for a topology file, None for a built-in topology),
-    imported only where there can be a topology file: a GraphTopology exists only once
-    network.graph_topology is imported, and a run on a built-in one is spared both modules."""
-    if "network.graph_topology" not in sys.modules:
+    imported only for a topology file (one with a ``graph``, as everywhere else that asks): a run
+    on a built-in one is spared graph_links and graph_topology."""
+    if getattr(topology, "graph", None) is None:
         return None
     from network.analytical.graph_links import graph_flows as flows
 
