@@ -5,8 +5,6 @@ runtime) is imported on first use, not here: a small run reads its nodes without
 """
 from __future__ import annotations
 
-from typing import Any
-
 from chakra_proto.io import (
     EtFormatError,
     decode_et_bytes,
@@ -19,6 +17,10 @@ from chakra_proto.io import (
     split_et_bytes,
     write_et,
 )
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "et_def_pb2",

@@ -1,9 +1,10 @@
 """Helpers to build and read Chakra node attributes the way Chakra's tools and ASTRA-sim do."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
 if TYPE_CHECKING:
+    from typing import Any
     from chakra_proto import et_def_pb2 as pb
 
 _INT_MEMBERS = (

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Iterable
 
 from chakra_proto import wire
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any, Iterable
     from chakra_proto import et_def_pb2 as pb
 
 _GZIP_MAGIC = b"\x1f\x8b"

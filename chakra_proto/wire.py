@@ -17,7 +17,10 @@ from __future__ import annotations
 import os
 from struct import error as _StructError, unpack_from
 from types import ModuleType
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _WIRE = {"uint64": _VARINT, "int64": _VARINT, "int32": _VARINT, "uint32": _VARINT, "bool": _VARINT,

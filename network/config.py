@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 from types import MappingProxyType
-from typing import Any, Mapping
 
 from network.errors import NetworkConfigError
 from network.files import load_structured, path_str
@@ -19,6 +18,10 @@ from network.graph_config import GRAPH_KEYS, apply_logical_dims, graph_topology
 from network.records import record
 from network.registry import canonical_name
 from network.topology import Dimension, Topology, TopologyKind
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 LIST_KEYS = ("topology", "npus_count", "bandwidth", "latency")
 OPTIONAL_KEYS = ("backend", "ns3", "congestion_aware", "name", "description") + GRAPH_KEYS

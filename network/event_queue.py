@@ -18,9 +18,12 @@ import heapq
 import os
 import time as _time
 from types import ModuleType
-from typing import Callable
 
 from network.errors import SimulationLimitError
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 class PyEventQueue:

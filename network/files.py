@@ -12,17 +12,18 @@ raised), so messages and reports, which show paths, read as before.
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 import stat
-from typing import IO, TYPE_CHECKING, Any, Iterator
 
 from network.errors import InputError
 from network.flat_yaml import read_flat_yaml
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import IO, Any
     from pathlib import Path
 
 
@@ -183,25 +184,48 @@ def load_structured(path: str | os.PathLike, error: type[InputError], fmt: str =
     return parse_yaml(text, p, error)
 
 
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
-    """Open a temporary file beside ``path`` for writing and rename it over ``path`` when the
-    block ends without error: an interrupted run leaves the old file or none, never half a
-    file that looks complete."""
-    p = path_str(path)
-    folder = path_parent(p)
-    make_folders(folder)
-    fd, tmp = _create_beside(folder, os.path.basename(p))
-    try:
-        with (os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")) as f:
-            yield f
-        os.replace(tmp, p)
-    except BaseException:
+class atomic_open:  # noqa: N801 -- used as the function it was (a class: no contextlib import at start-up)
+    """``with atomic_open(path, mode) as f``: a temporary file beside ``path`` for writing, renamed
+    over ``path`` when the block ends without error: an interrupted run leaves the old file or
+    none, never half a file that looks complete."""
+
+    def __init__(self, path: str | os.PathLike, mode: str = "wb") -> None:
+        self._path = path_str(path)
+        self._mode = mode
+
+    def __enter__(self) -> IO:
+        folder = path_parent(self._path)
+        make_folders(folder)
+        fd, self._tmp = _create_beside(folder, os.path.basename(self._path))
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            self._file = os.fdopen(fd, self._mode) if "b" in self._mode else \
+                os.fdopen(fd, self._mode, encoding="utf-8")
+        except BaseException:
+            try:
+                os.close(fd)  # unless open() closed it already
+            except OSError:
+                pass
+            _remove_quietly(self._tmp)
+            raise
+        return self._file
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        try:
+            self._file.close()
+            if kind is None:
+                os.replace(self._tmp, self._path)
+                return
+        except BaseException:
+            _remove_quietly(self._tmp)
+            raise
+        _remove_quietly(self._tmp)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _create_beside(folder: str, name: str) -> tuple[int, str]:

@@ -22,7 +22,10 @@ not booleans or null, quotes without escapes), and the text must be printable AS
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_-]*"
 _INT = r"[-+]?(?:0|[1-9][0-9]{0,30})"  # no leading zero: 010 is octal to YAML 1.1

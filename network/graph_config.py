@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Any
 
 from network.errors import NetworkConfigError
 from network.files import load_structured
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any
     from network.graph_topology import GraphTopology
 
 GRAPH_KEYS = ("topology-file", "topology-generator")

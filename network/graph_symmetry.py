@@ -15,9 +15,10 @@ a graph on which this guess is wrong gives None, never a wrong map.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
 if TYPE_CHECKING:  # not imported at start-up: only orbit runs need this module
+    from typing import Sequence
     from network.graph import PhysicalGraph
 
 

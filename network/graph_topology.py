@@ -13,12 +13,14 @@ size / bandwidth, which is what a ``Switch`` dimension gives.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
 from network.topology import Dimension, Topology, TopologyKind
 from network.units import bw_gb_s_to_bytes_per_ns
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:  # the analytical backends import this module on every run, graphs or not (start-up)
+    from typing import Any
     from network.graph import PhysicalGraph
 
 

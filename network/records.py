@@ -13,9 +13,12 @@ class body, not the tuple) and a field without a default after one with a defaul
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 _SKIPPED = frozenset({"__dict__", "__weakref__", "__annotations__", "__module__", "__qualname__", "__doc__"})
 
 

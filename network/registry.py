@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 from network.errors import NetworkConfigError
 from network.extras import install_hint
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 _KNOWN: dict[str, tuple[str, str | None]] = {
     "congestion-unaware": ("network.analytical.unaware:CongestionUnawareBackend", None),

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
 
 from network.errors import InputError
 from network.graph import GraphLink, PhysicalGraph
 from network.topology_file import parse_latency_ns, parse_rate_gb_s, write_topology_file
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
 class GeneratorError(InputError):

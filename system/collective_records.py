@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any, Iterable
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 # collective -> (busbw factor as a function of N, whether S is N x comm_size)
 _BUS_FACTOR = {

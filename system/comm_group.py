@@ -8,12 +8,15 @@ id × 10^6, so that members agree on tags whatever else they run.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from network.files import load_structured, path_str
 from system.config import CollectiveImpl, ImplType
 from system.errors import CommGroupError
 from system.logical_topology import LogicalTopology, RingTopology
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class CollectivePlan:

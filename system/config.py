@@ -11,12 +11,15 @@ import os
 import re
 import warnings
 from types import MappingProxyType
-from typing import Any, Mapping
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import load_structured, path_str
 from network.records import record
 from system.errors import SystemConfigError
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 #: the collectives that run on the network, by the names the system config gives their implementations
 CONFIG_NAMES = {pb.ALL_REDUCE: "all-reduce", pb.ALL_GATHER: "all-gather",

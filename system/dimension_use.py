@@ -4,10 +4,12 @@ rest carry nothing; docs/astra-sim-semantics.md §9.5). The cycles stay ASTRA-si
 told once, since a 2-D network whose second dimension moves 0 bytes is rarely what was meant."""
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 from chakra_proto import enums as pb
 from system.config import CONFIG_NAMES, SystemConfig
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 
 def uncovered_dimensions(graphs: Sequence[Any], config: SystemConfig, topology: Any,

@@ -8,7 +8,9 @@ sensible answer are refused instead (exit 2), where they are found.
 """
 from __future__ import annotations
 
-from typing import Iterable
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 
 class AstraSimDiffers(UserWarning):

@@ -10,7 +10,6 @@ algorithms' state stay each stream's own.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
 
 from network.errors import InputError
 from system.collective.algorithm import Algorithm, ComType
@@ -22,6 +21,10 @@ from system.errors import SystemConfigError
 from system.logical_topology import Direction, LogicalTopology
 from system.stream import CollectiveLabel, CollectivePhase, DataSet, StreamBaseline
 from system.sys_core import SYS_CORE
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 # a slot-for-slot copy in C (system/_sys_core.c); without it every phase runs its constructors
 _clone_slots = None if SYS_CORE is None else SYS_CORE.clone_slots

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import functools
 import gc
-from typing import Any, Callable, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fewer_collections(fn: F) -> F:

@@ -18,7 +18,6 @@ import enum
 import os
 import sys as _sys
 import warnings
-from typing import Any, NoReturn
 
 from network.config import NetworkConfig
 from network.errors import InputError, SimulationLimitError
@@ -28,6 +27,10 @@ from system import __version__
 from system.simulation import Deadlock, RankView, ShortcutMismatch, SimulationResult, run_simulation  # noqa: F401
 from workload.triosim.folder import is_trace_dir
 from workload.triosim.layout_flags import add_layout_arguments, layout_from_args
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 
 class ExitCode(enum.IntEnum):

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def _si(x: float) -> str:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from typing import Any, Callable
 
 from network.files import path_str
 from system.errors import RemoteMemoryConfigError, UnsupportedFeatureError
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 _TYPES = ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")
 _KEYS = {"memory-type", "remote-mem-latency", "remote-mem-bw", "num-nodes", "num-npus-per-node"}

@@ -6,7 +6,9 @@ in that order. ``Sys`` routes its network sends and receives through these when 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 RENDEZVOUS_TAG_OFFSET = 1_000_000_000
 RENDEZVOUS_BYTES = 8192

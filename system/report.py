@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 from itertools import chain, repeat
-from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from network.files import atomic_open, exists, is_file, path_str
@@ -34,6 +33,10 @@ from system.collective_records import (  # noqa: F401 (re-exported: report.py's 
     summarise_parts,
 )
 from system.waiting import communication_starts, orbit_communication_starts
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 NS_PER_S = 1_000_000_000
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}

@@ -6,7 +6,7 @@ Each queue lets at most ``queue_threshold`` streams run at once
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
 if TYPE_CHECKING:
     from system.sys import Sys

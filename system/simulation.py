@@ -10,7 +10,6 @@ import os
 import time
 import warnings
 from types import MappingProxyType
-from typing import Any, Mapping
 
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError, SimulationLimitError
@@ -35,6 +34,10 @@ from workload.loader import load_workload_graphs
 from workload.orbit_files import families as declared_families, find_declaration as find_orbit_declaration, \
     load_representatives
 from workload.workload import Workload
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 
 class Deadlock(Exception):

@@ -1,11 +1,12 @@
 """Chunks of a collective and their bookkeeping (ASTRA-sim: DataSet, CollectivePhase, StreamBaseline)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
 from network.records import record
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Callable
     from system.collective.algorithm import Algorithm
     from system.sys import Sys
 

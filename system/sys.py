@@ -9,9 +9,7 @@ which stream a queue starts first.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
 
-from network.api import NetworkBackend
 from system.collective.algorithm import ComType
 from system.config import SystemConfig
 from system.divergence import Divergences
@@ -23,6 +21,12 @@ from system.rendezvous import RendezvousMixin
 from system.scheduler_unit import SchedulerUnit
 from system.stream import StreamBaseline
 from system.sys_core import SYS_CORE
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from network.api import NetworkBackend
 
 NATIVE_TAG_OFFSET = 0
 COLLECTIVE_TAG_OFFSET = 500_000_000

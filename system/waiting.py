@@ -14,10 +14,12 @@ the ranks that differ from it only in the dimensions it involves).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
-
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.sys import COLLECTIVE_TAG_OFFSET, NATIVE_TAG_OFFSET
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence
 
 _TAG_SPAN = COLLECTIVE_TAG_OFFSET - NATIVE_TAG_OFFSET
 

@@ -11,9 +11,12 @@ own records (``gloo:all_reduce``, ``nccl:all_reduce``) and NCCL kernels
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 SEND, RECV = "SEND", "RECV"
 #: collectives the simulator runs; others (reduce, gather, scatter, barrier) stay host time only

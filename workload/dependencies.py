@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import heapq
 import warnings
-from typing import TYPE_CHECKING, Any
 
 from workload.errors import WorkloadError
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any
     from pathlib import Path
 
 

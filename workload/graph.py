@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
 
 from chakra_proto import EtFormatError, enums as pb, read_et_split, read_node_fields, wire
 from chakra_proto.attrs import INTEGER_MEMBERS
@@ -16,6 +15,10 @@ from network.files import exists, path_str
 from workload.dependencies import link_dependencies
 from workload.errors import WorkloadError
 from workload.shared_nodes import GRAPH_CORE, link_shared
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 NODE_TYPES = NODE_TYPE_NAMES
 COLL_TYPES = COLLECTIVE_NAMES

@@ -39,7 +39,6 @@ from __future__ import annotations
 import bisect
 import warnings
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from chakra_proto.attrs import int_value
@@ -49,7 +48,10 @@ from workload.comm_names import (PEER_ARGS, RECV, SEND, SIMULATED, backend_kind,
 from workload.errors import WorkloadError
 from workload.sparse_tensors import MAKERS, PARTS, SAYS_PARTS, SparseParts
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any, Callable
     from pathlib import Path
 
 _COMM_NODES = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from network.files import is_file, path_str
 from network.records import record
 from workload.errors import WorkloadError
 from workload.graph import Graph, load_graph
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "dtsim-orbits/1"
 

@@ -14,12 +14,14 @@ which names the error or warns exactly as before.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
 
 from network.native_build import GRAPH_SOURCES, load_checked
 from workload.dependencies import _warn as warn_ignored_ctrl_deps
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any, Callable
     from pathlib import Path
 
 _MAX_VARIANTS = 8  # linked Nodes kept per node message: the same bytes in different contexts

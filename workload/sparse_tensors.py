@@ -16,9 +16,11 @@ what it gathered), so both readers write it as an ALL_GATHER of those bytes.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
-
 from workload.comm_names import is_sparse_record, tensor_records
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 #: constructors (inputs: indices, then values; the output is the sparse tensor) and accessors
 #: (input: the sparse tensor; output: the part)

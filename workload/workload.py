@@ -13,7 +13,6 @@ import warnings
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import accumulate, chain
-from typing import Any
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.collective.algorithm import ComType
@@ -23,6 +22,10 @@ from system.stream import DataSet
 from system.sys import Sys
 from system.sys_core import SYS_CORE
 from workload.graph import COLL_TYPES, Graph, Node
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # the feeder's bookkeeping in C (system/_feeder.c) where compiled; this module's methods otherwise
 _FEEDER = None if SYS_CORE is None else SYS_CORE.Feeder

@@ -34,7 +34,6 @@ computed on first use and cached. Links are created when a route first uses them
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
 from network.analytical.base import AnalyticalBackend, Message, graph_flows
 from network.config import NetworkConfig
@@ -42,6 +41,8 @@ from network.errors import FastPathConflict, NetworkConfigError
 from network.event_queue import MAX_TIME_NS, _time_overflow_error, native_module
 from network.topology import TopologyKind
 from network.units import link_arrival_ns, link_serialization_ns
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
 if TYPE_CHECKING:
     from network.analytical.link_pipes import LinkPipes

@@ -16,14 +16,17 @@ collective this is: ``MessageMismatchError`` (exit 3), rather than a silently wr
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
 
 from network.config import NetworkConfig
 from network.errors import MessageMismatchError
 from network.event_queue import EventQueue, core_name, native_module
 from network.topology import Topology
 
-Callback = Callable[..., None]
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Callback = Callable[..., None]
 
 
 # A message (one send/receive pair; ASTRA-sim: a CallbackTracker entry) is a list, which is

@@ -9,13 +9,14 @@ a link's ``claim_recent`` is a list here and an array there, and either class re
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
-
 from network.errors import FastPathConflict
 from network.event_queue import MAX_TIME_NS
 from network.units import link_arrival_ns, link_serialization_ns
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Sequence
     from network.analytical.aware import Link
 
 #: chunks per link whose starts a phase keeps (both kinds of pipes)

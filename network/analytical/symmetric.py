@@ -13,11 +13,13 @@ whole network.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from network.config import NetworkConfig
 from network.event_queue import EventQueue, core_name
 from network.topology import Topology
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 class SymmetricUnawareBackend:

@@ -24,7 +24,6 @@ docs/network-backends.md.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Sequence
 
 from network.config import NetworkConfig
 from network.errors import FastPathConflict, MessageMismatchError
@@ -32,6 +31,10 @@ from network.event_queue import EventQueue, core_name
 from network.topology import Topology, TopologyKind
 from network.analytical.symmetric_order import Event, Group, before
 from network.units import link_arrival_ns, link_serialization_ns
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Callable, Sequence
 
 
 class SymmetryBroken(FastPathConflict):

@@ -15,7 +15,9 @@ answers None (unknown), and the caller gives up.
 """
 from __future__ import annotations
 
-from typing import Sequence
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Sequence
 
 HORIZON = 1 << 16  # generations kept: a 256-NPU direct all-reduce needs more than 512
 

@@ -32,15 +32,18 @@ import importlib.util
 import time
 import warnings
 import weakref
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from network.analytical.base import AnalyticalBackend, Callback, Message
+from network.analytical.base import AnalyticalBackend, Message
 from network.config import NetworkConfig
 from network.errors import NetworkConfigError, SimulationLimitError
 from network.analytical.graph_links import graph_flows
 from network.ns3.graph_wiring import GraphWiring
 from network.ns3.settings import Ns3Settings
 from network.ns3.wiring import dimension_groups, link_rate_bps, wire
+
+if TYPE_CHECKING:
+    from network.analytical.base import Callback
 
 if importlib.util.find_spec("ns") is None:  # cheap check; the real import (5–10 s) is lazy
     raise ImportError("No module named 'ns' (the ns3 package is not installed)")

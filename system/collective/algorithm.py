@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Callable
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
 if TYPE_CHECKING:
+    from typing import Any, Callable
     from system.stream import StreamBaseline
 
 

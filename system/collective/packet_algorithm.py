@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from system.collective.algorithm import Algorithm, ComType
 from system.logical_topology import RingTopology
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
 class PacketAlgorithm(Algorithm):

@@ -19,12 +19,14 @@ after a shortcut answered and compares (verify.py).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 from network.records import record
 from system.shortcuts.decline import Decline
 from system.shortcuts.orbits import Orbits, prove as prove_orbits, prove_declared
 from system.shortcuts.ring_batch import prove_on_pipes
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 __all__ = ["Attempt", "Decline", "Orbits", "plan"]
 

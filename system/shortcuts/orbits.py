@@ -25,13 +25,14 @@ runs on the general path; the answer is checked against it in tests/system/test_
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
-
 from chakra_proto import enums as pb
 from system.config import CONFIG_NAMES, ImplType, SystemConfig
 from system.shortcuts.decline import Decline
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any, Sequence
     from network.graph_symmetry import RotationGroup
 
 _RING_IMPLS = (ImplType.RING, ImplType.ONE_RING)

@@ -1,9 +1,11 @@
 """Another rank's results seen through its representative's (a shortcut simulated fewer ranks)."""
 from __future__ import annotations
 
-from typing import Any
-
 from system.shortcuts.orbits import Orbits
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class RankView:

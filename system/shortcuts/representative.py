@@ -20,11 +20,13 @@ against the general path in tests/system/test_symmetry.py.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
 from system.config import CONFIG_NAMES, ImplType, SystemConfig
 from system.shortcuts.decline import Decline
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 _SYMMETRIC_IMPLS = {ImplType.RING, ImplType.DIRECT, ImplType.HALVING_DOUBLING,
                     ImplType.ONE_RING, ImplType.ONE_DIRECT, ImplType.ONE_HALVING_DOUBLING}

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import sys
 from operator import add
-from typing import TYPE_CHECKING, Any, Sequence
 
 from chakra_proto import enums as pb
-from network.api import MAX_TIME_NS
+from network.event_queue import MAX_TIME_NS
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType
 from system.collective.ring import Ring
@@ -36,7 +35,10 @@ from system.config import CONFIG_NAMES, ImplType
 from system.shortcuts.decline import Decline
 from system.sys_core import SYS_CORE
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+
 if TYPE_CHECKING:
+    from typing import Any, Sequence
     import numpy as np
 
 #: below this many rank-steps a phase runs the recurrence in plain Python (numpy's per-call cost)

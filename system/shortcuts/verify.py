@@ -1,7 +1,9 @@
 """``--verify-shortcuts``: a shortcut's answer held against the every-event path's."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 
 class ShortcutMismatch(Exception):

@@ -12,7 +12,10 @@ See docs/triosim.md for the rules.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # name → module: imported on first use, so that a run that converts nothing does not pay for
 # the converter (csv, fractions, decimal and six modules of ours) at start-up

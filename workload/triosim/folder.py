@@ -2,9 +2,9 @@
 nothing of the converter."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from network.files import is_dir, is_file, path_join
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -13,10 +13,13 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
 
 from workload.triosim.errors import TrioSimTraceError
 from workload.triosim.folder import is_trace_dir  # noqa: F401 (its old home)
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Iterator
 
 TENSOR_COLUMNS = (
     "Index", "TensorID", "TensorShape", "TensorNumElement", "TensorEachByte",
