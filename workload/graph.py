@@ -135,14 +135,23 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
             nodes = {cache[f].id: cache[f].clone(i) for i, f in enumerate(frames)}
         link_dependencies(p, nodes)
     unknown_peers: list[int] = []
-    # host_comms.py only ever changes CPU operators and sends/receives: without any, it need not
-    # even be imported (a fifth of the workload layer's code, at start-up)
-    if any(n.is_cpu_op or n.type in _P2P_TYPES for n in nodes.values()):
+    # without a node that host_comms.py would change, it need not even be imported (a fifth of the
+    # workload layer's code, at start-up)
+    if any(map(_host_comms_may_change, nodes.values())):
         from workload.host_comms import recognise_host_comms
 
         unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
     _warn_host_launchers(p, nodes)
     return Graph(p, nodes, metadata, unknown_peers)
+
+
+def _host_comms_may_change(n: Node) -> bool:
+    """A CPU operator (it may be communication), or a send or receive that does not name its peer."""
+    if n.is_cpu_op:
+        return True
+    if n.type == pb.COMM_SEND_NODE:
+        return n.comm_dst is None
+    return n.type == pb.COMM_RECV_NODE and n.comm_src is None
 
 
 def _may_share(n: Node) -> bool:
