@@ -1749,7 +1749,7 @@ static PyObject *clone_fresh(PyObject *Py_UNUSED(module), PyObject *arg) {
  * this is not compiled): each of ``count`` streams gets one phase per plan entry, a copy of the
  * pristine phase and algorithm of its shape (phase index, size, direction) where there is one, else
  * generate_phase's, then its id, its StreamBaseline and its place in the ready list. */
-static PyObject *str_final_data_size, *str_queue_id, *str_algorithm, *str_next_stream_id,
+static PyObject *str_final_data_size, *str_queue_id, *str_algorithm, *str_reserve_stream_ids,
     *str_insert_into_ready_list;
 
 static PyObject *copy_with(PyObject *copier, PyObject *argument) {
@@ -1884,12 +1884,17 @@ static PyObject *generate_streams(PyObject *Py_UNUSED(module), PyObject *const *
             return NULL;
         }
     }
-    PyObject *next_id = PyObject_GetAttr(sys, str_next_stream_id);
-    PyObject *insert = next_id ? PyObject_GetAttr(sys, str_insert_into_ready_list) : NULL;
-    if (!insert) {
-        Py_XDECREF(next_id);
-        return NULL;
-    }
+    /* the collective's stream ids, consecutive: one call, not one per stream */
+    PyObject *count_obj = PyLong_FromSsize_t(count);
+    PyObject *first_obj = count_obj ? PyObject_CallMethodObjArgs(sys, str_reserve_stream_ids, group, count_obj, NULL)
+                                    : NULL;
+    Py_XDECREF(count_obj);
+    if (!first_obj) return NULL;
+    long long first = PyLong_AsLongLong(first_obj);
+    Py_DECREF(first_obj);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    PyObject *insert = PyObject_GetAttr(sys, str_insert_into_ready_list);
+    if (!insert) return NULL;
     PyObject *result = NULL;
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *phases = PyList_New(n), *remain = Py_NewRef(chunk);
@@ -1912,7 +1917,7 @@ static PyObject *generate_streams(PyObject *Py_UNUSED(module), PyObject *const *
             }
         }
         Py_DECREF(remain);
-        PyObject *sid = PyObject_CallOneArg(next_id, group);
+        PyObject *sid = PyLong_FromLongLong(first + k);
         if (!sid) {
             Py_DECREF(phases);
             goto done;
@@ -1927,7 +1932,6 @@ static PyObject *generate_streams(PyObject *Py_UNUSED(module), PyObject *const *
     }
     result = Py_NewRef(Py_None);
 done:
-    Py_DECREF(next_id);
     Py_DECREF(insert);
     return result;
 }
@@ -1972,7 +1976,7 @@ static int exec_module(PyObject *m) {
             !(str_final_data_size = PyUnicode_InternFromString("final_data_size")) ||
             !(str_queue_id = PyUnicode_InternFromString("queue_id")) ||
             !(str_algorithm = PyUnicode_InternFromString("algorithm")) ||
-            !(str_next_stream_id = PyUnicode_InternFromString("_next_stream_id")) ||
+            !(str_reserve_stream_ids = PyUnicode_InternFromString("_reserve_stream_ids")) ||
             !(str_insert_into_ready_list = PyUnicode_InternFromString("insert_into_ready_list")) ||
             !(str___init__ = PyUnicode_InternFromString("__init__")))
             return -1;

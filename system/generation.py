@@ -129,6 +129,16 @@ class CollectiveGeneration:
         self.num_streams += 1
         return self.num_streams - 1
 
+    def _reserve_stream_ids(self, group: CommunicatorGroup | None, count: int) -> int:
+        """The first of ``count`` consecutive stream ids: what ``count`` calls of _next_stream_id
+        return, in one call (system/_sys_core.c's generate_streams, once per collective)."""
+        self.astra_streams += count
+        if group is not None:
+            group.num_streams += count
+            return group.num_streams - count
+        self.num_streams += count
+        return self.num_streams - count
+
     def generate_collective(self, size: int, topology: LogicalTopology | None,
                             impls: tuple[CollectiveImpl, ...], involved: list[bool] | None,
                             com_type: ComType, explicit_priority: int,
