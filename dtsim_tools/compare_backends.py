@@ -64,7 +64,7 @@ def compare(workload: str, network: str, system: str | None, backends: list[str]
             row["status"] = f"internal error: {type(e).__name__}: {e}"
             rows.append(row)
             continue
-        rep = build_report(r)
+        rep = build_report(r, records=False)
         fin = [x["finish_cycles"] for x in rep["ranks"]]
         exposed = [x["exposed_comm_cycles"] for x in rep["ranks"]]
         row.update(status="ok", end_cycles=max(fin), mean_cycles=sum(fin) / len(fin), max_cycles=max(fin),

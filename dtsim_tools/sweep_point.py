@@ -84,7 +84,7 @@ def _point_folder(index: int, work_dir: str | None) -> Iterator[Path]:
 
 def summarise(result: SimulationResult) -> dict[str, Any]:
     """The CSV columns of one finished run, from the per-rank report (system.report)."""
-    ranks = build_report(result)["ranks"]
+    ranks = build_report(result, records=False)["ranks"]
     fin = [r["finish_cycles"] for r in ranks]
     exposed = [r["exposed_comm_cycles"] for r in ranks]
     n = len(ranks)

@@ -54,10 +54,12 @@ def collective_group_size(workload: Any, node: Any) -> int:
     return math.prod(d for i, d in enumerate(dims) if involved is None or i >= len(involved) or involved[i])
 
 
-def collective_records(workload: Any, comm_starts: dict[int, int] | None = None) -> list[dict[str, Any]]:
+def collective_records(workload: Any, comm_starts: dict[int, int] | None = None,
+                       rows: bool = False) -> list[dict[str, Any]] | list[tuple]:
     """One entry per collective this rank ran, in completion order. ``wait_cycles`` is the time
     from its issue until its last member entered (``comm_starts``); the bandwidths are those of
-    the rest, as nccl-tests measures collectives that all ranks enter together."""
+    the rest, as nccl-tests measures collectives that all ranks enter together. ``rows``: what
+    the summary reads of each instead (summarise_rows), without the record."""
     nodes = workload.graph.nodes
     begun = comm_starts or {}
     rank = workload.rank
@@ -75,6 +77,9 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None)
         ctype, size, start, end = c["type"], c["size"], c["start"], c["end"]
         duration = end - start
         wait = begun.get(nid, start) - start
+        if rows:
+            out.append((ctype, size, c.get("algorithm"), n, duration, wait))
+            continue
         scale = scales.get((ctype, n))
         if scale is None:
             factor, gathered = _BUS_FACTOR.get(ctype, _NO_FACTOR)
@@ -111,11 +116,17 @@ def summarise_collectives(records: list[dict[str, Any]], weight: int = 1) -> lis
 def summarise_parts(parts: Iterable[tuple[list[dict[str, Any]], int]]) -> list[dict[str, Any]]:
     """``summarise_collectives`` of lists of records, each record of a list standing for as many
     equal ones as the list's weight (the ranks that ran a representative's collectives alike)."""
+    return summarise_rows(([(r["type"], r["size_bytes"], r["algorithm"], r["group_size"], r["duration_cycles"],
+                             r.get("wait_cycles", 0)) for r in records], weight) for records, weight in parts)
+
+
+def summarise_rows(parts: Iterable[tuple[list[tuple], int]]) -> list[dict[str, Any]]:
+    """``summarise_parts`` of rows (``collective_records(..., rows=True)``: type, size, algorithm,
+    ranks, duration, wait), which the terminal's summary reads without the records."""
     groups: dict[tuple, list[int]] = {}  # (type, size, algorithm, ranks) → [count, Σ duration, Σ wait, longest]
-    for records, weight in parts:
-        for r in records:
-            key = (r["type"], r["size_bytes"], r["algorithm"], r["group_size"])
-            d, w = r["duration_cycles"], r.get("wait_cycles", 0)
+    for rows, weight in parts:
+        for ctype, size, algorithm, ranks, d, w in rows:
+            key = (ctype, size, algorithm, ranks)
             g = groups.get(key)
             if g is None:
                 groups[key] = [weight, d * weight, w * weight, d]

@@ -31,6 +31,7 @@ from system.collective_records import (  # noqa: F401 (re-exported: report.py's 
     nccl_bandwidths,
     summarise_collectives,
     summarise_parts,
+    summarise_rows,
 )
 from system.waiting import communication_starts, orbit_communication_starts
 
@@ -127,10 +128,11 @@ def network_dimensions(result: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[list]]:
+def _per_rank(result: Any, records: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[list]]:
     """Every rank's breakdown and collectives, and the collectives as parts for the summary:
     [records, the ranks that ran them alike]. A view of a representative's workload
-    (simulation.RankView) that waited as it did has its figures, under its own rank and groups."""
+    (simulation.RankView) that waited as it did has its figures, under its own rank and groups.
+    Without ``records``: no collectives, and the parts hold rows (collective_records' ``rows``)."""
     begun = _communication_starts(result)
     ranks, colls, parts = [], [], []
     done: dict[int, tuple[dict[int, int], dict[str, Any], list[dict[str, Any]], list]] = {}
@@ -143,23 +145,30 @@ def _per_rank(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], 
         if seen is not None and (seen[0] is b or seen[0] == b):
             rank = w.rank
             ranks.append(dict(seen[1], rank=rank))
+            if not records:
+                if not reps_only:
+                    seen[3][1] += 1
+                continue
             if not reps_only:  # its records are the representative's, in its rank and groups
                 names = {pg: w.group_name(pg) for pg in {c["pg"] for c in seen[2]}}  # a few groups per rank
                 colls.extend([dict(c, rank=rank, pg=names[c["pg"]]) for c in seen[2]])
                 seen[3][1] += 1
             continue
-        r, c = rank_breakdown(w, b), collective_records(w, b)
+        r, c = rank_breakdown(w, b), collective_records(w, b, rows=not records)
         part = [c, 1]
         if viewed is w:
             done[id(w)] = (b, r, c, part)
         ranks.append(r)
-        colls.extend(c)
+        if records:
+            colls.extend(c)
         parts.append(part)
     return ranks, colls, parts
 
 
-def build_report(result: Any) -> dict[str, Any]:
-    ranks, colls, parts = _per_rank(result)
+def build_report(result: Any, records: bool = True) -> dict[str, Any]:
+    """The whole report; without ``records``, all but its collectives (one per rank and
+    collective, which the terminal's table does not show): what format_summary reads."""
+    ranks, colls, parts = _per_rank(result, records)
     fin = [r["finish_cycles"] for r in ranks]
     weight = result.orbits.size if result.inputs.get("per_orbit_files") else 1
     return {
@@ -178,12 +187,12 @@ def build_report(result: Any) -> dict[str, Any]:
             "exposed_cpu_cycles": sum(r["exposed_cpu_cycles"] for r in ranks),
             "idle_cycles": sum(r["idle_cycles"] for r in ranks),
             "wait_cycles": sum(r["wait_cycles"] for r in ranks),
-            "collectives": len(colls) * weight,
+            "collectives": sum(len(c) * k for c, k in parts) * weight,  # len(colls) * weight with records
             "events": result.events,
             "wall_seconds": round(result.wall_s, 6),
         },
-        "collective_summary": summarise_parts((c, k * weight) for c, k in parts),
-        "collectives": colls,
+        "collective_summary": (summarise_parts if records else summarise_rows)((c, k * weight) for c, k in parts),
+        **({"collectives": colls} if records else {}),
         **({"collectives_of": f"the {len(result.orbits.reps)} representatives of a workload written per orbit; "
                               f"each record stands for {weight} (its images differ in rank and group only)"}
            if weight > 1 else {}),
