@@ -542,6 +542,29 @@ def _median_run(runs: list[dict]) -> dict:
 RUN_PACKAGES = ("chakra_proto", "network", "system", "workload", "dtsim_tools")
 
 
+def _rejected_pycs(folder: Path) -> list[Path]:
+    """Sources whose .pyc compileall keeps but the importer rejects: compileall compares a
+    source's mtime with the one the .pyc records, the importer its size too, so a file rewritten
+    within the second it was compiled in (a checkout, a stash) would be compiled by every run."""
+    import importlib.util
+
+    out = []
+    for source in folder.rglob("*.py"):
+        pyc = Path(importlib.util.cache_from_source(str(source)))
+        try:
+            with open(pyc, "rb") as f:
+                header = f.read(16)
+            st = source.stat()
+        except OSError:
+            continue
+        flags = int.from_bytes(header[4:8], "little")
+        if len(header) == 16 and flags == 0 and (  # a timestamp .pyc: (mtime, size) of its source
+                int.from_bytes(header[8:12], "little") != int(st.st_mtime) & 0xFFFFFFFF
+                or int.from_bytes(header[12:16], "little") != st.st_size & 0xFFFFFFFF):
+            out.append(source)
+    return out
+
+
 def _byte_compile() -> None:
     """Write the run's .pyc files before timing it, as ``pip install`` does. Where
     PYTHONDONTWRITEBYTECODE is set (this development machine sets it), an editable install never
@@ -552,6 +575,8 @@ def _byte_compile() -> None:
         folder = PACKAGE_ROOT / name
         if folder.is_dir():
             compileall.compile_dir(str(folder), quiet=2)  # up-to-date files are skipped
+            for source in _rejected_pycs(folder):
+                compileall.compile_file(str(source), quiet=2, force=True)
     if sys.flags.dont_write_bytecode:
         print("note: PYTHONDONTWRITEBYTECODE is set; the simulator's modules were byte-compiled first, as "
               "pip install does", file=sys.stderr)

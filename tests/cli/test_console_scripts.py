@@ -124,6 +124,18 @@ def test_bench_byte_compiles_the_run_first(tmp_path, monkeypatch, capsys) -> Non
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     bench._byte_compile()
     assert [p.name.split(".")[0] for p in (pkg / "__pycache__").glob("*.pyc")] == ["__init__"]
+    # rewritten within the second it was compiled in: compileall keeps the .pyc, the importer
+    # (mtime and size) would not; the bench compiles it again
+    source = pkg / "__init__.py"
+    mtime = source.stat().st_mtime_ns
+    source.write_text("X = 12345\n")
+    os.utime(source, ns=(mtime, mtime))
+    assert bench._rejected_pycs(tmp_path) == [source]
+    bench._byte_compile()
+    assert bench._rejected_pycs(tmp_path) == []
+    import importlib.util
+    pyc = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+    assert int.from_bytes(pyc[12:16], "little") == len("X = 12345\n")
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
