@@ -520,7 +520,7 @@ def _interpreter_floor(repeat: int) -> dict:
             if any(line.startswith(("import ", "import\t")) for line in lines):  # site exec()s these lines
                 hooks.append(pth.name)
     return {"wall": sorted(r["wall"] for r in runs)[len(runs) // 2], "rss_mb": max(r["rss_mb"] for r in runs),
-            "pth_hooks": hooks}
+            "pth_hooks": hooks, "venv": sys.prefix != sys.base_prefix}
 
 
 def _median_run(runs: list[dict]) -> dict:
@@ -638,7 +638,9 @@ def main(argv: list[str] | None = None) -> int:
         floor = _interpreter_floor(a.repeat)
         print(f"note: this interpreter's own start ('python -c pass') takes {floor['wall']:.3f} s and "
               f"{floor['rss_mb']:.1f} MB here, in every wall and RSS of ours below; .pth files that run code at "
-              f"start: {', '.join(floor['pth_hooks']) or 'none'}")
+              f"start: {', '.join(floor['pth_hooks']) or 'none'}"
+              + ("" if floor["venv"] else " (not a virtual environment: one made by 'python -m venv' holds only "
+                                          "what is installed in it, as users usually run)"))
         # whole-process walls on both sides: our start-up and imports count, as ASTRA-sim's do
         hdr = (f"{'case':<24} {'NPUs':>5} {'events':>10} {'wall s':>8} {'RSS MB':>7} {'ASTRA s':>8} "
                f"{'ASTRA MB':>8} {'wall ratio':>10}  cycles")

@@ -175,4 +175,5 @@ def test_bench_names_the_interpreters_own_start_and_the_pth_files_that_run_code(
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(tmp_path / "absent"))
     floor = bench._interpreter_floor(1)
     assert floor["pth_hooks"] == ["hook.pth"]
+    assert floor["venv"] is (sys.prefix != sys.base_prefix)  # the note says whether it was a virtual environment
     assert 0 < floor["wall"] < 10 and 1 < floor["rss_mb"] < 1000
