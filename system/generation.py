@@ -122,16 +122,12 @@ class CollectiveGeneration:
         return explicit_priority
 
     def _next_stream_id(self, group: CommunicatorGroup | None) -> int:
-        self.astra_streams += 1
-        if group is not None:
-            group.num_streams += 1
-            return group.num_streams - 1
-        self.num_streams += 1
-        return self.num_streams - 1
+        return self._reserve_stream_ids(group, 1)
 
     def _reserve_stream_ids(self, group: CommunicatorGroup | None, count: int) -> int:
-        """The first of ``count`` consecutive stream ids: what ``count`` calls of _next_stream_id
-        return, in one call (system/_sys_core.c's generate_streams, once per collective)."""
+        """The first of ``count`` consecutive stream ids (ASTRA-sim: ``num_streams++`` per stream, on
+        the group's counter where there is one, and the rank's own counter always); C's
+        generate_streams takes a collective's in one call."""
         self.astra_streams += count
         if group is not None:
             group.num_streams += count

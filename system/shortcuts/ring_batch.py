@@ -27,6 +27,7 @@ import sys
 from operator import add
 
 from chakra_proto import enums as pb
+# the clock's end, which network.api re-exports: importing that module (a typing.Protocol) costs typing
 from network.event_queue import MAX_TIME_NS
 from network.errors import FastPathConflict
 from system.collective.algorithm import ComType

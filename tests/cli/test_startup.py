@@ -121,37 +121,32 @@ def test_sends_that_name_their_peer_do_not_import_host_comms(tmp_path: Path) -> 
     sends and receives that name theirs runs without it, one that omits a peer imports it."""
     from workload.builder import GraphBuilder
 
-    for name, peers in (("named", True), ("unnamed", False)):
+    (tmp_path / "ring2.yml").write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\n"
+                                        "latency: [ 500.0 ]\n")
+    ends = {}
+    for peers in (True, False):
+        prefix = tmp_path / f"peers_{peers}" / "w"
         for rank in range(2):
             b = GraphBuilder()
             c = b.comp("c", 1000)
-            if rank == 0:
-                s = b.send("s", 0, 1, 1 << 16, 7, deps=[c])
-            else:
-                s = b.recv("r", 0, 1, 1 << 16, 7, deps=[c])
+            (b.send if rank == 0 else b.recv)("p2p", 0, 1, 1 << 16, 7, deps=[c])
             if not peers:  # neither peer nor tag, as Chakra's converter writes them
                 kept = [a for a in b.nodes[-1].attr if a.name not in ("comm_src", "comm_dst", "comm_tag")]
                 del b.nodes[-1].attr[:]
                 b.nodes[-1].attr.extend(kept)
-            b.write(tmp_path / name / "w", rank)
-    (tmp_path / "ring2.yml").write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\n"
-                                        "latency: [ 500.0 ]\n")
-    code = (
-        "import sys, json\n"
-        "from system.main import main\n"
-        f"rc = main(['--workload', {str(tmp_path / 'named' / 'w')!r}, '--network', {str(tmp_path / 'ring2.yml')!r}])\n"
-        "print(json.dumps([rc, 'workload.host_comms' in sys.modules]))\n"
-    )
-    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert rc == 0 and not loaded, out.stdout
-    named_end = next(line for line in out.stdout.splitlines() if line.startswith("total:"))
-    code = code.replace("named", "unnamed")
-    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert rc == 0 and loaded, out.stdout  # the peers came from host_comms.py: the other rank of two
-    assert next(line for line in out.stdout.splitlines() if line.startswith("total:")).split(";")[0] == \
-        named_end.split(";")[0]
+            b.write(prefix, rank)
+        argv = ["--workload", str(prefix), "--network", str(tmp_path / "ring2.yml")]
+        code = (
+            "import sys, json\n"
+            "from system.main import main\n"
+            f"rc = main({argv!r})\n"
+            "print(json.dumps([rc, 'workload.host_comms' in sys.modules]))\n"
+        )
+        out = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+        rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
+        assert rc == 0 and loaded is not peers, out.stdout  # without peers: host_comms names the other rank of two
+        ends[peers] = next(line for line in out.stdout.splitlines() if line.startswith("total:")).split(";")[0]
+    assert ends[True] == ends[False]
 
 
 def test_the_triosim_package_still_offers_its_names_lazily() -> None:
