@@ -451,24 +451,53 @@ with open(sys.argv[1], "w") as f:
 
 
 def _run_ours(prep: Prepared) -> dict:
-    """Our CLI (``python -m system.main ... --quiet --report``) in its own process, started and timed
-    by _SPAWNER exactly as ASTRA-sim is: its wall and peak RSS; the report gives the cycles."""
+    """Our CLI as a user runs it (``python -m system.main ...``, its default output: each rank's
+    finish line, the breakdown table, the total line) in its own process, started and timed by
+    _SPAWNER exactly as ASTRA-sim is, whose default output is its ranks' finish lines too: the
+    whole process's wall and peak RSS; the cycles are read from the finish lines, as ASTRA-sim's
+    are. An ns-3 row also writes the report, which names how its C++ was loaded."""
     import subprocess
 
     with tempfile.TemporaryDirectory() as t:
         rep, measured = Path(t) / "r.json", Path(t) / "measured.json"
-        p = subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-m", "system.main",
-                            *prep.ours, "--quiet", "--report", str(rep)],
-                           capture_output=True, text=True, env=_child_env())
+        extra = ["--report", str(rep)] if prep.backend == "ns3" else []
+        with tempfile.TemporaryFile() as out:
+            p = subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-m",
+                                "system.main", *prep.ours, *extra],
+                               stdout=out, stderr=subprocess.PIPE, text=False, env=_child_env())
+            out.seek(0)
+            text = out.read()
         m = json.loads(measured.read_text()) if measured.exists() else {"code": p.returncode}
-        if m["code"] != 0 or not rep.exists():
-            return {"failed": True, "error": (p.stderr.strip() or f"exit {m['code']}")[-400:]}
-        data = json.loads(rep.read_text())
-    tot = data.get("totals", {})
-    return {"code": 0, "wall": tot.get("wall_seconds", m["wall"]), "rss_mb": m["rss_mb"], "process_wall": m["wall"],
-            "events": tot.get("events", 0), "end_cycles": tot.get("end_cycles"), "npus": data.get("npus"),
-            "cycles": [x["finish_cycles"] for x in data.get("ranks", [])],
-            "fast_path": data.get("inputs", {}).get("symmetric_fast_path"), "cxx": data.get("network", {}).get("cxx")}
+        parsed = _our_output(text)
+        if m["code"] != 0 or parsed is None:
+            err = p.stderr.decode(errors="replace").strip() or text.decode(errors="replace").strip()
+            return {"failed": True, "error": (err or f"exit {m['code']}")[-400:]}
+        cxx = json.loads(rep.read_text()).get("network", {}).get("cxx") if extra and rep.exists() else None
+    return {"code": 0, "rss_mb": m["rss_mb"], "process_wall": m["wall"], "cxx": cxx, **parsed}
+
+
+_OUR_RANKS = re.compile(rb"^sys\[(\d+)(?:\.\.(\d+))?\] finished, (\d+) cycles", re.M)
+_OUR_TOTAL = re.compile(rb"^total: (\d+) ranks .*; end (\d+) cycles .*; (\d+) events in ([0-9.]+) s wall$", re.M)
+
+
+def _our_output(text: bytes) -> dict | None:
+    """Cycles per rank, end, events and the run's own wall from our default output (system/report.py
+    format_summary: ``sys[r] finished, ...`` per rank, or ``sys[a..b]`` for equal neighbours of a
+    large run, then the total line); None if a rank or the total line is missing."""
+    total = _OUR_TOTAL.search(text)
+    if total is None:
+        return None
+    npus = int(total.group(1))
+    cycles: list[int | None] = [None] * npus
+    for a, b, c in _OUR_RANKS.findall(text):
+        lo = int(a)
+        for r in range(lo, (int(b) if b else lo) + 1):
+            if r < npus:
+                cycles[r] = int(c)
+    if any(c is None for c in cycles):
+        return None
+    return {"npus": npus, "cycles": cycles, "end_cycles": int(total.group(2)), "events": int(total.group(3)),
+            "wall": float(total.group(4))}
 
 
 def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
@@ -696,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
                 ours = r["process_wall"]
                 # the median of each pair's ratio (ours and ASTRA-sim run in turn): a machine whose
                 # speed drifts during the case moves both of a pair, not the ratio
-                import statistics  # here: the child that runs our simulator (--one) does not import it
+                import statistics  # here, in the parent only: its import is nothing our timed runs pay for
 
                 pairs = [o["process_wall"] / t["wall"] for o, t in zip(ours_runs, astra_runs)
                          if not o.get("failed") and not t.get("failed") and t["wall"] > 0]

@@ -177,3 +177,37 @@ def test_bench_names_the_interpreters_own_start_and_the_pth_files_that_run_code(
     assert floor["pth_hooks"] == ["hook.pth"]
     assert floor["venv"] is (sys.prefix != sys.base_prefix)  # the note says whether it was a virtual environment
     assert 0 < floor["wall"] < 10 and 1 < floor["rss_mb"] < 1000
+
+
+def test_bench_reads_our_cycles_from_the_output_users_get(tmp_path: Path) -> None:
+    """The bench times our default command, as ASTRA-sim's is timed, and reads each rank's cycles
+    from the finish lines: one per rank (ranks that differ) or one per run of equal neighbours (a
+    large run). They agree with the report; a missing rank or total line gives no answer."""
+    from workload.builder import write_collective_microbenchmark
+
+    irregular = tmp_path / "irregular"
+    irregular.mkdir()
+    net16 = tmp_path / "ring16.yml"
+    net16.write_text("topology: [ Ring ]\nnpus_count: [ 16 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    net128 = tmp_path / "ring128.yml"
+    net128.write_text("topology: [ Ring ]\nnpus_count: [ 128 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    ring = write_collective_microbenchmark(tmp_path / "ar128", 128, "ALL_REDUCE", 1 << 20, shared=True)
+    outputs = []
+    groups = ["--comm-group-configuration", str(irregular / "groups.json")]
+    for workload, net, extra in ((str(bench._write_irregular(irregular, 16, tp=4, iterations=1)), net16, groups),
+                                 (ring, net128, [])):
+        rep = tmp_path / "r.json"
+        r = run_cli("--workload", workload, "--network", str(net), *extra, "--report", str(rep))
+        assert r.returncode == 0, r.stderr
+        data = json.loads(rep.read_text())
+        parsed = bench._our_output(r.stdout.encode())
+        assert parsed is not None
+        assert parsed["cycles"] == [x["finish_cycles"] for x in data["ranks"]]
+        assert (parsed["npus"], parsed["end_cycles"], parsed["events"]) == (
+            data["npus"], data["totals"]["end_cycles"], data["totals"]["events"])
+        outputs.append(r.stdout)
+    assert len(set(bench._our_output(outputs[0].encode())["cycles"])) > 1  # the ranks differ
+    assert "sys[0..127] finished" in outputs[1]  # equal neighbours share a line
+    lines = outputs[0].splitlines()
+    assert bench._our_output("\n".join(l for l in lines if not l.startswith("sys[5]")).encode()) is None
+    assert bench._our_output("\n".join(l for l in lines if not l.startswith("total:")).encode()) is None
