@@ -13,7 +13,6 @@ if __name__ == "__main__":
     # heap (the run itself keeps the collector off: system/heap.py)
     gc.disable()
 
-import argparse
 import enum
 import os
 import sys as _sys
@@ -24,12 +23,14 @@ from network.errors import InputError, SimulationLimitError
 from network.files import exists, is_dir, path_join
 from network.registry import known_backends
 from system import __version__
+from system.quick_args import SUPPRESS, defaults, quick_parse
 from system.simulation import Deadlock, RankView, ShortcutMismatch, SimulationResult, run_simulation  # noqa: F401
 from workload.triosim.folder import is_trace_dir
-from workload.triosim.layout_flags import add_layout_arguments, layout_from_args
+from workload.triosim.layout_flags import LAYOUT_OPTIONS, add_layout_arguments, layout_from_args
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, NoReturn
 
 
@@ -54,92 +55,118 @@ def _terminal_columns() -> int:
     return columns or 80
 
 
-class _HelpFormatter(argparse.HelpFormatter):
+def _help_formatter(argparse: Any) -> type:
     """argparse's own formatter, told the width: unasked, it imports shutil (and with it bz2, lzma
-    and fnmatch, 0.7 MB) for every add_argument, where argparse formats the metavar to check it."""
+    and fnmatch, 0.7 MB) for every add_argument, where argparse formats the metavar to check it.
+    Made when a parser is, so that a plain run never imports argparse."""
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        super().__init__(prog, indent_increment, max_help_position,
-                         _terminal_columns() - 2 if width is None else width)
+    class _HelpFormatter(argparse.HelpFormatter):
+        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                     width: int | None = None) -> None:
+            super().__init__(prog, indent_increment, max_help_position,
+                             _terminal_columns() - 2 if width is None else width)
+
+    return _HelpFormatter
+
+
+_DESCRIPTION = (
+    "Simulate a distributed-training workload (Chakra ET files, one per rank) on a network "
+    "and print each rank's finish time. Flags and config files follow ASTRA-sim 2.0, whose "
+    "analytical results this simulator reproduces to the cycle."
+)
+_EPILOG = "Exit codes: 0 done, 1 internal error, 2 bad input, 3 stuck (work left when the event queue emptied)."
+
+
+def _opt(*flags: str, **kwargs: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return flags, kwargs
+
+
+# (option strings, add_argument keywords): what build_parser gives argparse, and what quick_parse
+# reads (system/quick_args.py); the TrioSim layout's flags follow (LAYOUT_OPTIONS)
+OPTIONS = (
+    _opt("--workload", "--workload-configuration", dest="workload", required=True, metavar="W",
+         help="Chakra workload: PREFIX (files PREFIX.<rank>.et), a folder of such files, "
+              "or one .et/.pb file run by every rank"),
+    _opt("--network", "--network-configuration", dest="network", required=True, metavar="N.yaml",
+         help="network YAML with ASTRA-sim's keys: topology, npus_count, bandwidth (GB/s), latency (ns); "
+              "optional 'backend:'"),
+    _opt("--system", "--system-configuration", dest="system", metavar="S.json",
+         help="system config (ASTRA-sim JSON, or YAML with the same keys); default: ASTRA-sim's "
+              "Ring_4chunks.json (ring everywhere, 4 chunks, endpoint-delay 10, local-mem-bw 1600)"),
+    _opt("--logical-topology-configuration", dest="logical_topology", metavar="L.json",
+         help='logical dimensions for a topology-file network, ASTRA-sim\'s {"logical-dims": ["8", "4"]}'),
+    _opt("--backend", default=None, metavar="NAME",
+         help=f"network backend: {', '.join(known_backends())} (overrides the YAML 'backend:' key; "
+              "default congestion-unaware)"),
+    _opt("--remote-memory-configuration", dest="remote_memory", metavar="M.json",
+         help="remote-memory JSON for MEM_LOAD/MEM_STORE nodes (ASTRA-sim's memory-type keys)"),
+    _opt("--comm-group-configuration", dest="comm_groups", metavar="G.json",
+         help='communicator groups {"<id>": [ranks...]} for collectives with pg_name '
+              "(default: PREFIX.comm_groups.json beside the workload, if present)"),
+    _opt("--num-queues-per-dim", type=int, default=1, metavar="Q",
+         help="queues (virtual networks) per dimension, as ASTRA-sim's flag (default 1)"),
+    _opt("--injection-scale", type=float, default=1.0, help="multiplies endpoint-delay (ASTRA-sim flag)"),
+    _opt("--comm-scale", type=float, default=1.0, help=SUPPRESS),
+    _opt("--compute-scale", type=float, default=1.0, help=SUPPRESS),
+    _opt("--rendezvous-protocol", nargs="?", const="true", default="false", metavar="BOOL",
+         help="every message is preceded by an 8192-byte request from the receiver (ASTRA-sim's flag)"),
+    _opt("--logging-configuration", default=None, help=SUPPRESS),
+    _opt("--logging-folder", default=None, help=SUPPRESS),
+    _opt("--report", metavar="OUT.json",
+         help="write the full report as JSON to this path, or to standard output with - (the table then "
+              "goes to stderr): per rank, per collective (algbw/busbw), per network dimension"),
+    _opt("--trace-out", dest="trace_out", metavar="DIR",
+         help="write rank{r}.json per rank: Kineto traces that Perfetto opens and Holistic Trace Analysis loads"),
+    _opt("--plot", metavar="OUT.png",
+         help="draw per-rank compute / exposed communication / idle and a timeline (needs the plot extra)"),
+    _opt("--no-symmetry", dest="symmetry", action="store_false",
+         help="simulate every rank even when ranks are provably identical (by default such "
+              "runs simulate one representative rank, or one rank per data-parallel group; "
+              "results are the same)"),
+    _opt("--no-batching", dest="batching", action="store_false",
+         help="run every ring message as events, even where a ring phase of all ranks can be "
+              "advanced at once (congestion-unaware; results are the same)"),
+    _opt("--verify-shortcuts", dest="verify_shortcuts", action="store_true",
+         help="where a shortcut (representative rank, orbits, batched ring phases) answered, also run "
+              "every message as an event and fail (exit 1, naming both answers) if they differ"),
+    _opt("--max-events", type=int, default=None, help="stop (exit 2) after this many events"),
+    _opt("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time"),
+    _opt("--triosim-out", metavar="OUT/PREFIX",
+         help="with a TrioSim trace folder as --workload: keep the converted Chakra files here "
+              "(default: a temporary folder)"),
+    _opt("--quiet", "-q", action="store_true",
+         help="print only the totals (no per-rank lines, breakdown table or progress bar)"),
+    _opt("--debug", action="store_true",
+         help="show tracebacks for internal errors, and which shortcut answered and why the others declined"),
+    _opt("--version", action="version", version=f"dtsim {__version__}"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m system.main",
-        formatter_class=_HelpFormatter,
-        description=(
-            "Simulate a distributed-training workload (Chakra ET files, one per rank) on a network "
-            "and print each rank's finish time. Flags and config files follow ASTRA-sim 2.0, whose "
-            "analytical results this simulator reproduces to the cycle."
-        ),
-        epilog="Exit codes: 0 done, 1 internal error, 2 bad input, 3 stuck (work left when the event queue emptied).",
-    )
-    p.add_argument("--workload", "--workload-configuration", dest="workload", required=True, metavar="W",
-                   help="Chakra workload: PREFIX (files PREFIX.<rank>.et), a folder of such files, "
-                        "or one .et/.pb file run by every rank")
-    p.add_argument("--network", "--network-configuration", dest="network", required=True, metavar="N.yaml",
-                   help="network YAML with ASTRA-sim's keys: topology, npus_count, bandwidth (GB/s), latency (ns); "
-                        "optional 'backend:'")
-    p.add_argument("--system", "--system-configuration", dest="system", metavar="S.json",
-                   help="system config (ASTRA-sim JSON, or YAML with the same keys); default: ASTRA-sim's "
-                        "Ring_4chunks.json (ring everywhere, 4 chunks, endpoint-delay 10, local-mem-bw 1600)")
-    p.add_argument("--logical-topology-configuration", dest="logical_topology", metavar="L.json",
-                   help='logical dimensions for a topology-file network, ASTRA-sim\'s {"logical-dims": ["8", "4"]}')
-    p.add_argument("--backend", default=None, metavar="NAME",
-                   help=f"network backend: {', '.join(known_backends())} (overrides the YAML 'backend:' key; "
-                        "default congestion-unaware)")
-    p.add_argument("--remote-memory-configuration", dest="remote_memory", metavar="M.json",
-                   help="remote-memory JSON for MEM_LOAD/MEM_STORE nodes (ASTRA-sim's memory-type keys)")
-    p.add_argument("--comm-group-configuration", dest="comm_groups", metavar="G.json",
-                   help='communicator groups {"<id>": [ranks...]} for collectives with pg_name '
-                        "(default: PREFIX.comm_groups.json beside the workload, if present)")
-    p.add_argument("--num-queues-per-dim", type=int, default=1, metavar="Q",
-                   help="queues (virtual networks) per dimension, as ASTRA-sim's flag (default 1)")
-    p.add_argument("--injection-scale", type=float, default=1.0, help="multiplies endpoint-delay (ASTRA-sim flag)")
-    p.add_argument("--comm-scale", type=float, default=1.0, help=argparse.SUPPRESS)
-    p.add_argument("--compute-scale", type=float, default=1.0, help=argparse.SUPPRESS)
-    p.add_argument("--rendezvous-protocol", nargs="?", const="true", default="false", metavar="BOOL",
-                   help="every message is preceded by an 8192-byte request from the receiver (ASTRA-sim's flag)")
-    p.add_argument("--logging-configuration", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--logging-folder", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--report", metavar="OUT.json",
-                   help="write the full report as JSON to this path, or to standard output with - (the table then "
-                        "goes to stderr): per rank, per collective (algbw/busbw), per network dimension")
-    p.add_argument("--trace-out", dest="trace_out", metavar="DIR",
-                   help="write rank{r}.json per rank: Kineto traces that Perfetto opens and Holistic Trace Analysis loads")
-    p.add_argument("--plot", metavar="OUT.png",
-                   help="draw per-rank compute / exposed communication / idle and a timeline (needs the plot extra)")
-    p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
-                   help="simulate every rank even when ranks are provably identical (by default such "
-                        "runs simulate one representative rank, or one rank per data-parallel group; "
-                        "results are the same)")
-    p.add_argument("--no-batching", dest="batching", action="store_false",
-                   help="run every ring message as events, even where a ring phase of all ranks can be "
-                        "advanced at once (congestion-unaware; results are the same)")
-    p.add_argument("--verify-shortcuts", dest="verify_shortcuts", action="store_true",
-                   help="where a shortcut (representative rank, orbits, batched ring phases) answered, also run "
-                        "every message as an event and fail (exit 1, naming both answers) if they differ")
-    p.add_argument("--max-events", type=int, default=None, help="stop (exit 2) after this many events")
-    p.add_argument("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time")
-    p.add_argument("--triosim-out", metavar="OUT/PREFIX",
-                   help="with a TrioSim trace folder as --workload: keep the converted Chakra files here "
-                        "(default: a temporary folder)")
-    p.add_argument("--quiet", "-q", action="store_true",
-                   help="print only the totals (no per-rank lines, breakdown table or progress bar)")
-    p.add_argument("--debug", action="store_true",
-                   help="show tracebacks for internal errors, and which shortcut answered and why the others declined")
-    p.add_argument("--version", action="version", version=f"dtsim {__version__}")
+    import argparse  # only here: a plain command line is parsed by quick_parse
+
+    p = argparse.ArgumentParser(prog="python -m system.main", formatter_class=_help_formatter(argparse),
+                                description=_DESCRIPTION, epilog=_EPILOG)
+    for flags, kwargs in OPTIONS:
+        p.add_argument(*flags, **kwargs)
     add_layout_arguments(p)
     return p
 
 
-def _prepare_triosim(args: argparse.Namespace, parser: argparse.ArgumentParser,
-                     net: NetworkConfig) -> tuple[str, str | None]:
+def parse_args(argv: list[str] | None = None) -> Any:
+    """The parsed command line: quick_parse's where it is sure, else argparse's (which exits, as
+    ``parse_args`` does, on --help, --version and bad input)."""
+    argv = _sys.argv[1:] if argv is None else list(argv)
+    args = quick_parse(argv, OPTIONS + LAYOUT_OPTIONS)
+    return args if args is not None else build_parser().parse_args(argv)
+
+
+def _prepare_triosim(args: argparse.Namespace, net: NetworkConfig) -> tuple[str, str | None]:
     """One-step form: a TrioSim trace folder as --workload is converted first (issue 4)."""
     layout = layout_from_args(args)
     if not is_trace_dir(args.workload):
-        changed = [k for k, v in layout.items() if v != parser.get_default(k)]
+        unset = defaults(LAYOUT_OPTIONS)
+        changed = [k for k, v in layout.items() if v != unset[k]]
         if changed and is_dir(args.workload):
             from workload.input_kind import describe_folder  # only for this message: not at start-up
 
@@ -189,9 +216,8 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):  
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse_args(argv)
     except SystemExit as e:  # argparse already printed usage / help
         return int(e.code or 0) and ExitCode.BAD_INPUT
     warnings.showwarning = _print_warning
@@ -212,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             from network.graph_config import read_logical_dims
 
             net = net.with_logical_dims(read_logical_dims(args.logical_topology), args.logical_topology)
-        workload, comm_groups = _prepare_triosim(args, parser, net)
+        workload, comm_groups = _prepare_triosim(args, net)
         result = run_simulation(
             workload, net, args.system,
             backend=args.backend, comm_groups=comm_groups, remote_memory=args.remote_memory,

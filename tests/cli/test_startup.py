@@ -34,8 +34,10 @@ UNUSED = {
     "network.topology_gen": "graphs", "network.graph_topology": "graphs", "network.analytical.graph_links": "graphs",
     # the orbit shortcut's network: only where orbits run
     "system.shortcuts.orbit_network": "orbits",
-    # argparse's formatter looks the width up through shutil (+ bz2, lzma: 0.7 MB) unless told it
-    "shutil": "system.main._HelpFormatter",
+    # argparse with gettext and locale (19 M instructions with building the parser): a plain command
+    # line is parsed by system/quick_args.py; argparse's formatter would look the width up through
+    # shutil (+ bz2, lzma: 0.7 MB) unless told it (system.main._help_formatter)
+    "argparse": "quick_args.py", "gettext": "argparse", "locale": "argparse", "shutil": "argparse's formatter",
     # pathlib, with urllib.parse and ipaddress (~4 ms, 0.6 MB of peak RSS): network/files.py's path functions
     "pathlib": "network/files.py",
     # typing (15 M instructions, 0.5 MB): annotations only, under a module's own TYPE_CHECKING = False
@@ -65,10 +67,12 @@ def test_a_small_run_does_not_import_what_it_does_not_use(tmp_path: Path, case: 
     if system:
         argv += ["--system", str(ROOT / system)]
     code = (
-        "import sys, json\n"
+        "import sys\n"
         "from system.main import main\n"
         f"rc = main({argv!r})\n"
-        f"print(json.dumps([rc, [m for m in {sorted(UNUSED)!r} if m in sys.modules]]))\n"
+        f"loaded = [m for m in {sorted(UNUSED)!r} if m in sys.modules]\n"
+        "import json\n"
+        "print(json.dumps([rc, loaded]))\n"
     )
     # -S: without site-packages (a plain run needs none of them) and without what their .pth files
     # import at start-up, which would hide our own imports of the same modules
