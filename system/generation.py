@@ -9,10 +9,8 @@ algorithms' state stay each stream's own.
 """
 from __future__ import annotations
 
-import math
-
 from network.errors import InputError
-from system.collective.algorithm import Algorithm, ComType
+from system.collective.algorithm import CONFIG_NAMES, Algorithm, ComType
 from system.collective.packet_algorithm import PacketAlgorithm
 from system.collective.ring import Ring
 from system.comm_group import CommunicatorGroup
@@ -32,6 +30,11 @@ _clone_slots = None if SYS_CORE is None else SYS_CORE.clone_slots
 _clone_fresh = None if SYS_CORE is None else SYS_CORE.clone_fresh
 # the per-stream loop below in C (system/_sys_core.c: generate_streams), where compiled
 _generate_streams = None if SYS_CORE is None else SYS_CORE.generate_streams
+
+
+def _pristine_slot_copy(phase: CollectivePhase) -> "tuple | bool":
+    """``_pristine`` with the C slot copy: what generate_streams makes a new shape's entry with."""
+    return _pristine(phase, _clone_slots)
 
 
 def _pristine(phase: CollectivePhase, clone: Callable[[Any], Any]) -> "tuple | bool":
@@ -90,7 +93,11 @@ class CollectiveGeneration:
     def generate_collective_for_node(self, com_type: ComType, size: int, involved: list[bool] | None,
                                      group: CommunicatorGroup | None, explicit_priority: int,
                                      node_id: int) -> DataSet:
-        impls = self.collective_impls(com_type, node_id)
+        config = self.config
+        if config.per_node_custom or config.custom_implementations:
+            impls = self.collective_impls(com_type, node_id)
+        else:  # collective_impls' answer, without its call
+            impls = self._native_impls.get(com_type) or self.native_impls(com_type)
         if group is None:
             if impls[0].type is ImplType.CUSTOM:
                 topo = None
@@ -141,7 +148,7 @@ class CollectiveGeneration:
                             group: CommunicatorGroup | None) -> DataSet:
         gid = None if group is None else group.id
         seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
-        label = CollectiveLabel(com_type.config_name, size, gid, seq)
+        label = CollectiveLabel(CONFIG_NAMES[com_type], size, gid, seq)
         chunk, size = self.determine_chunk_size(size, com_type)
         if chunk == 0 and size > 0:
             chunk = 1
@@ -149,8 +156,8 @@ class CollectiveGeneration:
                 f"{label}: {size} B split into preferred-dataset-splits={self.config.preferred_dataset_splits} "
                 f"chunks gives 0-byte chunks; ASTRA-sim loops forever on them (Sys::generate_collective "
                 f"never reduces the size left); dtsim runs {size} chunks of 1 B"))
-        streams = math.ceil(size / chunk) if chunk else 0
-        dataset = DataSet(self._dataset_ids, streams, self.now(), label)
+        count = -(-size // chunk) if chunk else 0
+        dataset = DataSet(self._dataset_ids, count, self.now(), label)
         self._dataset_ids += 1
         pri = self.get_priority(explicit_priority)
         if impls[0].type is ImplType.CUSTOM:
@@ -168,15 +175,13 @@ class CollectiveGeneration:
             return dataset
         # every stream is a chunk of the same size and so has the same phases; only the queues
         # (the allocators rotate) and the algorithms' state are its own
-        count = -(-size // chunk)
         if gid is None:
             self.world_first_tags[seq] = self.astra_streams  # see divergence.world_tag_disagreements
         generate_phase = self.generate_collective_phase
         clone = _clone_slots
         if _generate_streams is not None:
             _generate_streams(self, dataset, count, chunk, plan, pristine, group, pri, generate_phase,
-                              lambda ph: _pristine(ph, clone))
-            dataset.total_streams = count
+                              _pristine_slot_copy)
             return dataset
         for _ in range(count):
             phases: list[CollectivePhase] = []

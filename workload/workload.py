@@ -325,7 +325,9 @@ class Workload:
             # nothing to move (no participating dimension, or zero bytes): done now, not never
             self.sys.register_event(0, self._collective_done, node, ds)
             return
-        cost = self.sys.collective_overhead_ns(node.comm_size)
+        cfg = self.sys.config  # collective_overhead_ns is 0 unless the system file asks: not called then
+        cost = self.sys.collective_overhead_ns(node.comm_size) \
+            if cfg.collective_fixed_delay_ns or cfg.collective_copy_bw_gb_s > 0 else 0
         if cost:
             ds.notifier = lambda d, n=node: self.sys.register_event(cost, self._collective_done, n, d)
         else:

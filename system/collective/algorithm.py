@@ -20,10 +20,10 @@ class ComType(enum.IntEnum):
 
     @property
     def config_name(self) -> str:
-        return _CONFIG_NAMES[self]
+        return CONFIG_NAMES[self]
 
 
-_CONFIG_NAMES = {0: "all-reduce", 2: "all-gather", 6: "all-to-all", 7: "reduce-scatter"}
+CONFIG_NAMES = {0: "all-reduce", 2: "all-gather", 6: "all-to-all", 7: "reduce-scatter"}
 
 
 class Algorithm:
