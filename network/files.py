@@ -13,7 +13,6 @@ raised), so messages and reports, which show paths, read as before.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 
@@ -115,12 +114,57 @@ def read_text(path: str | os.PathLike, error: type[InputError]) -> str:
         raise error(p, "", f"cannot read as UTF-8 text ({e})") from None
 
 
+_JSON_SPACE = " \t\n\r"
+_JSON_CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+
+class _JsonContext:
+    """What json's C scanner reads of a JSONDecoder (json/decoder.py), with its defaults."""
+
+    __slots__ = ("strict", "object_hook", "object_pairs_hook", "parse_float", "parse_int", "parse_constant", "memo")
+
+    def __init__(self, object_hook: Any = None, parse_float: Any = None, parse_int: Any = None,
+                 parse_constant: Any = None, strict: bool = True, object_pairs_hook: Any = None) -> None:
+        self.strict = strict
+        self.object_hook = object_hook
+        self.object_pairs_hook = object_pairs_hook
+        self.parse_float = parse_float or float
+        self.parse_int = parse_int or int
+        self.parse_constant = parse_constant or _JSON_CONSTANTS.__getitem__
+        self.memo: dict = {}
+
+
+def loads_json(text: str, **options: Any) -> Any:
+    """``json.loads(text, **options)`` of a str, without importing json where the text is valid:
+    json's package compiles its regular expressions when imported (1% of a 64-rank run), while
+    the scanner that parses is C (``_json``). The same scanner as json.loads, given the same
+    options; the same leading and trailing white space; on anything else (a BOM, extra data, an
+    error) json.loads itself runs, and raises as it does."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # an interpreter without json's C module
+        make_scanner = None
+    if make_scanner is not None and not text.startswith("\ufeff"):
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        try:
+            value, end = make_scanner(_JsonContext(**options))(text, start)
+        except Exception:  # noqa: BLE001 (json.loads below raises what it raises)
+            pass
+        else:
+            if not text[end:].strip(_JSON_SPACE):
+                return value
+    import json
+
+    return json.loads(text, **options)
+
+
 def parse_json(text: str, path: str | os.PathLike, error: type[InputError], **json_options: Any) -> Any:
     try:
-        return json.loads(text, **json_options)
-    except json.JSONDecodeError as e:
-        raise error(path, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
+        return loads_json(text, **json_options)
     except (RecursionError, ValueError) as e:  # [[[[... thousands deep, or a 5,000-digit integer
+        lineno = getattr(e, "lineno", None)  # a json.JSONDecodeError (json imported by then)
+        if lineno is not None:
+            raise error(path, f"line {lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
         raise error(path, "", f"not a usable JSON document ({_short(e)})") from None
 
 

@@ -266,10 +266,10 @@ def _json(text: str) -> dict[str, Any] | None:
     whose exponent has no sign is a string to it, so is 1e+5; escapes; NaN; a key given twice)."""
     if "\\" in text:
         return None
-    import json  # the system file's reader imports it anyway
+    from network.files import loads_json  # files.py imports this module: not at the top
 
     try:
-        data = json.loads(text, parse_float=_json_float, parse_int=_json_int, parse_constant=_json_constant,
+        data = loads_json(text, parse_float=_json_float, parse_int=_json_int, parse_constant=_json_constant,
                           object_pairs_hook=_json_object)
     except (ValueError, _NotAsYaml):  # not JSON (PyYAML may still read it), or not read as PyYAML would
         return None

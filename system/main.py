@@ -327,7 +327,7 @@ def _warn_ignored_flags(args: argparse.Namespace) -> None:
 
 def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
     """The summary on stdout, then whatever files were asked for."""
-    from system.report import build_report, dump_json, format_summary, write_json
+    from system.report import build_report, format_summary
 
     files = bool(args.report or args.plot)
     # the terminal's table alone reads no per-collective records (a tenth of a small run's time)
@@ -335,6 +335,8 @@ def _write_results(args: argparse.Namespace, result: SimulationResult) -> None:
     to_stdout = args.report == "-" or (args.report and os.path.realpath(args.report) == os.path.realpath("/dev/stdout"))
     # with the report on standard output the table goes to stderr, so stdout is JSON alone
     print(format_summary(result, quiet=args.quiet, report=report), file=_sys.stderr if to_stdout else _sys.stdout)
+    if to_stdout or args.report:
+        from system.report_json import dump_json, write_json  # json: only where a report is written
     if to_stdout:
         dump_json(report, _sys.stdout, indent=1)
         _sys.stdout.write("\n")

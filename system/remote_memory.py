@@ -7,11 +7,10 @@ ranks finish staggered). Keys: ``remote-mem-latency`` (ns), ``remote-mem-bw`` (b
 """
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 
-from network.files import path_str
+from network.files import loads_json, path_str
 from system.errors import RemoteMemoryConfigError, UnsupportedFeatureError
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
@@ -91,12 +90,16 @@ def load_remote_memory(path: str | os.PathLike, npus_count: int) -> RemoteMemory
     p = path_str(path)
     try:
         with open(p, encoding="utf-8") as f:
-            data = json.load(f)
+            text = f.read()
     except FileNotFoundError:
         raise RemoteMemoryConfigError(p, "", "file not found") from None
     except (OSError, UnicodeDecodeError) as e:
         raise RemoteMemoryConfigError(p, "", f"cannot read ({e})") from None
-    except json.JSONDecodeError as e:
+    try:
+        data = loads_json(text)
+    except ValueError as e:
+        if getattr(e, "lineno", None) is None:  # not a json.JSONDecodeError
+            raise
         raise RemoteMemoryConfigError(p, f"line {e.lineno}, column {e.colno}", f"not valid JSON ({e.msg})") from None
     if not isinstance(data, dict):
         raise RemoteMemoryConfigError(p, "", "expected a JSON object with key 'memory-type'")

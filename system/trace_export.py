@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from chakra_proto import et_def_pb2 as pb
-from system.report import collective_records, write_json_atomic
+from system.report import collective_records
+from system.report_json import write_json_atomic
 from system.waiting import communication_starts
 
 COMPUTE_STREAM = 7  #: first compute stream (PyTorch's default stream is 7 in Kineto traces)

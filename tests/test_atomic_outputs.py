@@ -13,6 +13,7 @@ import pytest
 
 import network.files
 import system.report
+import system.report_json
 from chakra_proto import et_def_pb2 as pb, read_et, write_et
 from conftest import EXAMPLES
 from system.main import main as sim_main
@@ -29,7 +30,7 @@ class Interrupted(Exception):
 
 
 def dump_then_fail(after_calls: int = 0, exc: BaseException | None = None):
-    """A json.dump (system.report.dump_json) that writes half its text, then fails (on the call
+    """A json.dump (system.report_json.dump_json) that writes half its text, then fails (on the call
     numbered ``after_calls``)."""
     real = json.dump
     calls = {"n": 0}
@@ -49,7 +50,7 @@ def leftovers(folder: Path) -> list[str]:
 
 
 def test_interrupted_report_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    monkeypatch.setattr(system.report, "dump_json", dump_then_fail(exc=OSError(28, "No space left on device")))
+    monkeypatch.setattr(system.report_json, "dump_json", dump_then_fail(exc=OSError(28, "No space left on device")))
     out = tmp_path / "report.json"
     assert sim_main([*EXAMPLE, "--report", str(out)]) == 2
     assert "cannot write (No space left on device)" in capsys.readouterr().err
@@ -60,14 +61,14 @@ def test_interrupted_report_keeps_the_previous_one(tmp_path: Path, monkeypatch: 
     out = tmp_path / "report.json"
     assert sim_main([*EXAMPLE, "--report", str(out)]) == 0
     before = out.read_bytes()
-    monkeypatch.setattr(system.report, "dump_json", dump_then_fail(exc=KeyboardInterrupt()))
+    monkeypatch.setattr(system.report_json, "dump_json", dump_then_fail(exc=KeyboardInterrupt()))
     assert sim_main([*EXAMPLE, "--report", str(out)]) == 130  # Ctrl-C
     assert out.read_bytes() == before and json.loads(before)["ranks"]
     assert leftovers(tmp_path) == []
 
 
 def test_interrupted_traces_leave_only_complete_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(system.report, "dump_json", dump_then_fail(after_calls=3))
+    monkeypatch.setattr(system.report_json, "dump_json", dump_then_fail(after_calls=3))
     out = tmp_path / "traces"
     assert sim_main([*EXAMPLE, "--trace-out", str(out)]) == 1  # not an OSError: a bug, said as one
     names = sorted(p.name for p in out.iterdir())

@@ -17,7 +17,6 @@ where that proof or the run fails there is no per-rank file to fall back on, so 
 """
 from __future__ import annotations
 
-import json
 import os
 
 from network.files import is_file, path_str
@@ -45,6 +44,8 @@ def find_declaration(spec: str | os.PathLike, npus_count: int) -> OrbitDeclarati
     path = path_str(f"{spec}.orbits.json")
     if not is_file(path):
         return None
+    import json  # a declaration is there: only then
+
     try:
         with open(path) as f:
             data = json.load(f)

@@ -8,7 +8,6 @@ the rank completes.
 """
 from __future__ import annotations
 
-import json
 import warnings
 from array import array
 from bisect import bisect_left, bisect_right, insort
@@ -374,6 +373,8 @@ class Workload:
         text = node.inputs_values
         if not text:
             return
+        import json  # PyTorch's process-group metadata only
+
         try:
             items = json.loads(text[2:-2])
             for item in items:
