@@ -17,7 +17,8 @@ Message semantics (ASTRA-sim's analytical frontend, docs/astra-sim-semantics.md 
   on the hot path instead of two).
 * ``clock_queue`` (optional attribute): where the backend's time is an object's ``now``
   attribute (the analytical backends' event queue), that object, else None or absent; the system
-  layer's C path (system/_sys_core.c) reads the clock there instead of calling ``now()``.
+  layer's C path (system/_sys_core.c) reads the clock there instead of calling ``now()``, and
+  where the object also has ``time()`` (the same value, as a call) Sys.now is that method.
 """
 from __future__ import annotations
 

@@ -44,6 +44,11 @@ class PyEventQueue:
         self.wall_origin: float | None = None
         self.on_tick: Callable[[int, int], None] | None = None
 
+    def time(self) -> int:
+        """``now`` as a call (the C core's ``time``): what the system layer's now() is where a
+        backend's clock is this queue (network/api.py ``clock_queue``)."""
+        return self.now
+
     def schedule(self, delay_ns: int, callback: Callable[..., None], *args: object) -> None:
         t = self.now + delay_ns
         lst = self._cal.get(t)

@@ -233,3 +233,27 @@ def test_links_run_as_native_events_only_where_the_callee_is_ours() -> None:
         assert arrivals == [("arrive", 110, 100), ("arrive", 160, 50)], arrivals
         assert [e for e in log if e[0] == "free"] == ([("free", 100), ("free", 150)] if subclass else [])
         assert not link.busy and link.chunks == 2
+
+
+@pytest.mark.parametrize("queue_class", [EventQueue, PyEventQueue])
+def test_time_is_the_clock_as_a_call_and_the_system_layer_reads_it(queue_class) -> None:
+    """``time()`` answers ``now`` at every event; a Sys on an analytical backend takes its now()
+    from the backend's queue (network/api.py ``clock_queue``), with the backend's answer."""
+    q = queue_class()
+    seen = []
+    for d in (0, 3, 3, 10):
+        q.schedule(d, lambda: seen.append((q.time(), q.now)))
+    q.run()
+    assert seen == [(0, 0), (3, 3), (3, 3), (10, 10)] and q.time() == 10
+
+    from network.config import NetworkConfig
+    from network.registry import backend_class
+    from system.config import SystemConfig
+    from system.sys import Sys
+
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]})
+    backend = backend_class("congestion-unaware")(net)
+    s = Sys(0, backend, SystemConfig.default())
+    backend.queue.schedule(7, lambda: seen.append((s.now(), backend.now())))
+    backend.run()
+    assert seen[-1] == (7, 7) and s.now.__self__ is backend.queue
