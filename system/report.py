@@ -28,6 +28,7 @@ from system.collective_records import (  # noqa: F401 (re-exported: report.py's 
     summarise_parts,
     summarise_rows,
 )
+from system.sys_core import SYS_CORE
 from system.waiting import communication_starts, orbit_communication_starts
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
@@ -35,10 +36,17 @@ if TYPE_CHECKING:
     from typing import Any
 
 NS_PER_S = 1_000_000_000
+_union_length = None if SYS_CORE is None else SYS_CORE.union_length
 _COMM_TYPES = {pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE}
 
 
 def _covered(intervals: list[tuple[int, int]]) -> int:
+    """The length of the union of ``intervals``: _covered_sweep's, in C where compiled."""
+    total = _union_length(intervals) if _union_length is not None else None
+    return total if total is not None else _covered_sweep(intervals)
+
+
+def _covered_sweep(intervals: list[tuple[int, int]]) -> int:
     """The length of the union of ``intervals``, in one sweep."""
     total, reach = 0, float("-inf")
     for s, e in sorted(intervals):

@@ -291,3 +291,36 @@ def test_a_summary_of_weighted_parts_is_that_of_the_records_repeated(parts: list
     want = json.dumps(reference_summary(every, weight))
     assert json.dumps(summarise_parts((records, k * weight) for records, k in parts)) == want
     assert json.dumps(summarise_collectives(every, weight)) == want
+
+
+_ENDPOINT = st.one_of(st.integers(0, 60), st.integers(-5, 2**64), st.sampled_from([0, 2**63 - 1, 2**63, -1]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_ENDPOINT, _ENDPOINT), max_size=200))
+def test_the_union_in_c_is_the_sweeps_or_declines(intervals: list[tuple[int, int]]) -> None:
+    """system/_sys_core.c union_length gives the Python sweep's length on pairs in 0 .. 2^63 - 1
+    (overlapping, touching, empty, backwards, unsorted, more than its 128 on the stack), and None,
+    which sends _covered to the sweep, on anything else."""
+    from system.report import _covered, _covered_sweep, _union_length
+
+    if _union_length is None:
+        pytest.skip("the C system core is not built")
+    fits = all(0 <= x < 2**63 for pair in intervals for x in pair)
+    got = _union_length(list(intervals))
+    assert got == (_covered_sweep(intervals) if fits else None)
+    assert _covered(intervals) == _covered_sweep(intervals)
+    assert _union_length(tuple(intervals)) is None and _union_length([(1, 2, 3)]) is None
+
+
+def test_the_union_in_c_on_long_lists() -> None:
+    import random
+
+    from system.report import _covered_sweep, _union_length
+
+    if _union_length is None:
+        pytest.skip("the C system core is not built")
+    rng = random.Random(3)
+    for n in (127, 128, 129, 1000):
+        intervals = [(a, a + rng.randint(-5, 50)) for a in (rng.randint(0, 10 * n) for _ in range(n))]
+        assert _union_length(intervals) == _covered_sweep(intervals)
