@@ -21,10 +21,9 @@ not booleans or null, quotes without escapes), and the text must be printable AS
 """
 from __future__ import annotations
 
-import re
-
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 if TYPE_CHECKING:
+    import re
     from typing import Any
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_-]*"
@@ -49,6 +48,8 @@ def _compiled() -> dict[str, re.Pattern[str]]:
     plain run's imports, and the common files (``key: [a, b]`` or ``key: scalar`` a line, or lists an
     item per line as ``yaml.safe_dump`` writes them) are read by _read_simple without them."""
     if not _patterns:
+        import re  # only here: a run that reads the common shapes does not import it
+
         _patterns.update(
             line=re.compile(rf"(?P<key>{_KEY}):[ ]+(?:(?P<scalar>{_SCALAR}|{_TEXT})|\[[ ]*(?P<items>[^\]]*)\]){_END}"),
             item=re.compile(rf"({_SCALAR})[ ]*(,[ ]*)?"),

@@ -6,20 +6,18 @@ the lowest dimension in which their coordinates differ (get_dim_to_transfer).
 """
 from __future__ import annotations
 
-import enum
 import math
 from functools import cached_property
 
+from network.choices import Choice
 from network.records import record
 from network.units import bw_gb_s_to_bytes_per_ns, message_delay_ns
 
 
-class TopologyKind(enum.Enum):
+class TopologyKind(Choice):
     RING = "Ring"
     FULLY_CONNECTED = "FullyConnected"
     SWITCH = "Switch"
-
-    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
 
 
 @record

@@ -6,13 +6,12 @@ uninitialised we pick its observed default and say so in the field's comment.
 """
 from __future__ import annotations
 
-import enum
 import os
-import re
 import warnings
 from types import MappingProxyType
 
 from chakra_proto import enums as pb  # the enum numbers, without the protobuf runtime
+from network.choices import Choice
 from network.files import load_structured, path_str
 from network.records import record
 from system.errors import SystemConfigError
@@ -26,18 +25,18 @@ CONFIG_NAMES = {pb.ALL_REDUCE: "all-reduce", pb.ALL_GATHER: "all-gather",
                 pb.REDUCE_SCATTER: "reduce-scatter", pb.ALL_TO_ALL: "all-to-all"}
 
 
-class SchedulingPolicy(enum.Enum):
+class SchedulingPolicy(Choice):
     LIFO = "LIFO"
     FIFO = "FIFO"
     EXPLICIT = "EXPLICIT"
 
 
-class CollectiveOptimization(enum.Enum):
+class CollectiveOptimization(Choice):
     BASELINE = "baseline"
     LOCAL_BW_AWARE = "localBWAware"
 
 
-class ImplType(enum.Enum):
+class ImplType(Choice):
     RING = "ring"
     ONE_RING = "oneRing"
     DIRECT = "direct"
@@ -46,8 +45,6 @@ class ImplType(enum.Enum):
     ONE_HALVING_DOUBLING = "oneHalvingDoubling"
     DOUBLE_BINARY_TREE = "doubleBinaryTree"
     CUSTOM = "custom"
-
-    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
 
     @property
     def is_one(self) -> bool:
@@ -71,7 +68,7 @@ class CollectiveImpl:
                 rest = text[len(kind.value):]
                 if rest == "":
                     return cls(kind)
-                if re.fullmatch(r"\d{1,5}", rest) and int(rest) > 0:
+                if 1 <= len(rest) <= 5 and rest.isascii() and rest.isdigit() and int(rest) > 0:
                     return cls(kind, int(rest))
                 raise SystemConfigError(path, f"key {key!r}", f"{text!r}: expected {kind.value} or {kind.value}N with N > 0")
         try:
@@ -301,7 +298,7 @@ class _Reader:
             return v != 0
         raise self._fail(key, "0 or 1")
 
-    def enum(self, key: str, kind: type[enum.Enum]) -> Any:
+    def enum(self, key: str, kind: type[Choice]) -> Any:
         v = self.data[key]
         try:
             return kind(v)

@@ -7,17 +7,15 @@ double binary tree, or, for the ``one*`` implementations, a single ring over eve
 """
 from __future__ import annotations
 
-import enum
 import math
 
+from network.choices import Choice
 from system.config import CollectiveImpl, ImplType
 
 
-class Direction(enum.Enum):
+class Direction(Choice):
     CLOCKWISE = 0
     ANTICLOCKWISE = 1
-
-    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is a Python call)
 
 
 class RingTopology:

@@ -13,11 +13,11 @@ if __name__ == "__main__":
     # heap (the run itself keeps the collector off: system/heap.py)
     gc.disable()
 
-import enum
 import os
 import sys as _sys
 import warnings
 
+from network.choices import IntChoice
 from network.config import NetworkConfig
 from network.errors import InputError, SimulationLimitError
 from network.files import exists, is_dir, path_join
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 
-class ExitCode(enum.IntEnum):
+class ExitCode(IntChoice):
     OK = 0
     INTERNAL_ERROR = 1  #: a bug in us: one line, plus "rerun with --debug for the traceback"
     BAD_INPUT = 2  #: any InputError: file, place, what was expected

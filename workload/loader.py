@@ -6,14 +6,36 @@ pathlib), as messages and the report show them."""
 from __future__ import annotations
 
 import os
-import re
 import warnings
 
 from network.files import is_dir, is_file, path_join, path_parent, path_str
 from workload.errors import WorkloadError
 from workload.graph import Graph, Node, load_graph
 
-_RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
+
+def split_rank_file(name: str) -> tuple[str, int] | None:
+    r"""``(prefix, rank)`` of a file named ``<prefix>.<rank>.et``, else None: what the regular
+    expression ``(.+)\.(\d+)\.et$`` matches, read without the re module (a run does not import it;
+    tests/workload/test_rank_files.py holds the two together)."""
+    if name.endswith("\n"):
+        name = name[:-1]  # as $ matches before a final newline
+    if not name.endswith(".et") or "\n" in name:
+        return None
+    prefix, dot, rank = name[:-3].rpartition(".")
+    if not dot or not prefix or not rank.isdecimal():
+        return None
+    return prefix, int(rank)
+
+
+def rank_of(name: str, prefix: str) -> int | None:
+    r"""The rank of a file named ``<prefix>.<rank>.et`` with this prefix, else None: what
+    ``re.escape(prefix) + r"\.(\d+)\.et$"`` matches at the start of ``name``."""
+    if name.endswith("\n"):
+        name = name[:-1]
+    if not name.startswith(prefix + ".") or not name.endswith(".et"):
+        return None
+    rank = name[len(prefix) + 1:-3]
+    return int(rank) if rank.isdecimal() else None
 
 
 def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[str]:
@@ -22,9 +44,9 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[str]:
     if is_dir(p):
         groups: dict[str, dict[int, str]] = {}
         for name in sorted(os.listdir(p)):
-            m = _RANK_FILE.match(name)
+            m = split_rank_file(name)
             if m and is_file(f := path_join(p, name)):
-                groups.setdefault(m["prefix"], {})[int(m["rank"])] = f
+                groups.setdefault(m[0], {})[m[1]] = f
         if not groups:
             from workload.input_kind import describe_folder  # what the folder is instead: errors only
 
@@ -39,11 +61,11 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[str]:
     files: dict[int, str] = {}
     parent = path_parent(p)
     if is_dir(parent):
-        pat = re.compile(re.escape(os.path.basename(p)) + r"\.(\d+)\.et$")
+        base = os.path.basename(p)
         for name in os.listdir(parent):
-            m2 = pat.match(name)
-            if m2:
-                files[int(m2[1])] = path_join(parent, name)
+            rank = rank_of(name, base)
+            if rank is not None:
+                files[rank] = path_join(parent, name)
     if not files:
         raise WorkloadError(p, "", f"workload not found: no file {p}, no folder {p}, and no files {p}.<rank>.et")
     return _check_ranks(p, files, npus_count)
@@ -51,14 +73,13 @@ def resolve_workload(spec: str | os.PathLike, npus_count: int) -> list[str]:
 
 def _warn_if_siblings(path: str, npus_count: int) -> None:
     """One file of a per-rank set run by every rank is almost always a mistake: say so."""
-    m = _RANK_FILE.match(os.path.basename(path))
+    m = split_rank_file(os.path.basename(path))
     if m is None:
         return
-    pat = re.compile(re.escape(m["prefix"]) + r"\.(\d+)\.et$")
-    ranks = sorted(int(m2[1]) for name in os.listdir(path_parent(path)) if (m2 := pat.match(name)))
-    if ranks == [int(m["rank"])]:
+    ranks = sorted(r for name in os.listdir(path_parent(path)) if (r := rank_of(name, m[0])) is not None)
+    if ranks == [m[1]]:
         return
-    prefix = path_join(path_parent(path), m["prefix"])
+    prefix = path_join(path_parent(path), m[0])
     if ranks == list(range(npus_count)):
         advice = f"pass the prefix {prefix} to give each rank its own"
     else:

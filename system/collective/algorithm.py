@@ -1,7 +1,7 @@
 """Base of the collective algorithms (ASTRA-sim: Algorithm)."""
 from __future__ import annotations
 
-import enum
+from network.choices import IntChoice
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 
@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from system.stream import StreamBaseline
 
 
-class ComType(enum.IntEnum):
+class ComType(IntChoice):
     """Collective kinds the system layer generates (ASTRA-sim: ComType)."""
 
     ALL_REDUCE = 0

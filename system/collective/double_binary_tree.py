@@ -15,22 +15,22 @@ sends it to both children; the root reduces its only child's data and sends it b
 """
 from __future__ import annotations
 
-import enum
 import functools
 import itertools
 
+from network.choices import Choice
 from system.collective.algorithm import Algorithm, ComType
 from system.errors import UnsupportedFeatureError
 
 
-class TreeType(enum.Enum):
+class TreeType(Choice):
     """Where the in-order numbering puts the root (ASTRA-sim: BinaryTree::TreeType)."""
 
     ROOT_MAX = 0
     ROOT_MIN = 1
 
 
-class NodeType(enum.Enum):
+class NodeType(Choice):
     """A node's role in one tree (ASTRA-sim: BinaryTree::Type)."""
 
     LEAF = 0
@@ -146,7 +146,7 @@ class DoubleBinaryTreeTopology:
         return self.dbmin.total_tree_nodes
 
 
-class State(enum.Enum):
+class State(Choice):
     """Where a node is in one chunk's all-reduce (ASTRA-sim: DoubleBinaryTreeAllReduce::State)."""
 
     BEGIN = 0
