@@ -40,8 +40,15 @@ def test_clone_copies_every_parsed_field(tmp_path: Path) -> None:
         twin = n.clone(7)
         assert twin is not n and twin.index == 7 and twin.children == [] and twin.children is not n.children
         assert _fields(twin) == _fields(n)
-        for s in Node.__slots__:  # a field added to Node later must be copied too
+        for s in Node.__slots__:
             assert hasattr(twin, s), s
+    full = Node()  # a field added to Node later must be copied too: every slot its own value
+    marks = {s: object() for s in Node.__slots__}
+    for s, v in marks.items():
+        setattr(full, s, v)
+    twin = full.clone(3)
+    assert twin.index == 3 and twin.children == []
+    assert all(getattr(twin, s) is v for s, v in marks.items() if s not in ("children", "index"))
 
 
 def _write_ranks(tmp: Path, ranks: list[list[tuple[str, int, list[int]]]]) -> Path:
