@@ -68,7 +68,7 @@ class CollectiveImpl:
                 rest = text[len(kind.value):]
                 if rest == "":
                     return cls(kind)
-                if 1 <= len(rest) <= 5 and rest.isascii() and rest.isdigit() and int(rest) > 0:
+                if 1 <= len(rest) <= 5 and rest.isdecimal() and int(rest) > 0:  # re.fullmatch(r"\d{1,5}", rest)
                     return cls(kind, int(rest))
                 raise SystemConfigError(path, f"key {key!r}", f"{text!r}: expected {kind.value} or {kind.value}N with N > 0")
         try:

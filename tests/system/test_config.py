@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from system.config import CollectiveOptimization, ImplType, SchedulingPolicy, SystemConfig
 from system.errors import SystemConfigError
@@ -64,3 +65,22 @@ def test_implementation_names() -> None:
 def test_injection_scale_multiplies_endpoint_delay() -> None:
     cfg = SystemConfig.from_dict({"preferred-dataset-splits": 1, "endpoint-delay": 10}, None, injection_scale=2.5)
     assert cfg.endpoint_delay_ns == 25
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(["direct", "oneDirect"]),
+       st.lists(st.sampled_from(["0", "1", "7", "٣", "²", "１", "a", " ", "\n", "-", "99999", "123456"]), max_size=4)
+       .map("".join))
+def test_a_direct_window_is_read_as_the_regular_expression_read_it(kind: str, rest: str) -> None:
+    """direct<N>: N is what re.fullmatch(r"\\d{1,5}") accepted, above 0; anything else is bad input."""
+    import re
+
+    from system.config import CollectiveImpl
+
+    expected = -1 if rest == "" else int(rest) if re.fullmatch(r"\d{1,5}", rest) and int(rest) > 0 else None
+    try:
+        got = CollectiveImpl.parse(kind + rest, "sys.json", "all-to-all-implementation")
+    except SystemConfigError:
+        assert expected is None
+        return
+    assert got.type is ImplType(kind) and got.window == expected
