@@ -857,13 +857,52 @@ static PyType_Spec Pairing_spec = {
  * cached one is the arrival's native event at that delay (Pairing._on_arrival's steps, no call),
  * at the place in the calendar the method's queue.schedule gives it. Anything else (a pair not
  * yet cached, a delay past 64 bits) calls the method, which fills the cache or names the error. */
+/* One dimension of a plain topology (network/topology.py), for a delay not cached yet */
+typedef struct {
+    long long stride, npus;
+    int kind; /* UD_RING, UD_FULLY_CONNECTED, UD_SWITCH */
+    double latency_ns, bytes_per_ns;
+} UnawareDim;
+
+enum { UD_RING = 0, UD_FULLY_CONNECTED = 1, UD_SWITCH = 2 };
+#define UD_MAX_DIMS 16
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *owner;    /* the backend: a Pairing whose queue is the C one */
     PyObject *delays;   /* dict: (src, dst, size) -> delay in ns */
     PyObject *fallback; /* the method */
+    int ndims;          /* 0: a delay not cached is the method's to compute */
+    UnawareDim dims[UD_MAX_DIMS];
 } FixedDelay;
+
+/* Topology.unaware_delay_ns in C: the lowest dimension where src and dst differ, hops there,
+ * int(hops × latency + size / bytes_per_ns) in doubles as Python computes it. 0 with *out set;
+ * 1 where it does not answer (no such dimension, a size past 2^53 or a delay past 2^63, not a
+ * finite number): the method then computes, or words the error. */
+static int unaware_delay(const FixedDelay *f, long long src, long long dst, long long size, long long *out) {
+    if (src < 0 || dst < 0 || size < 0 || size > (1LL << 53)) return 1;
+    for (int i = 0; i < f->ndims; i++) {
+        const UnawareDim *d = &f->dims[i];
+        long long a = (src / d->stride) % d->npus, b = (dst / d->stride) % d->npus;
+        if (a == b) continue;
+        long long hops;
+        if (d->kind == UD_RING) {
+            long long cw = ((b - a) % d->npus + d->npus) % d->npus; /* Python's modulo */
+            hops = cw < d->npus - cw ? cw : d->npus - cw;
+        } else {
+            hops = d->kind == UD_SWITCH ? 2 : 1;
+        }
+        /* the product rounded on its own, as Python rounds it: never fused into a multiply-add */
+        volatile double product = (double)hops * d->latency_ns;
+        double x = product + (double)size / d->bytes_per_ns;
+        if (!(x > -9.2e18 && x < 9.2e18)) return 1; /* NaN, infinite, or past a long long */
+        *out = (long long)x; /* truncation toward zero, as int() */
+        return 0;
+    }
+    return 1;
+}
 
 static int arrival_event(PyObject *owner, PyObject *msg, long long Py_UNUSED(x)) {
     PyObject *r = Pairing_on_arrival((Pairing *)owner, msg);
@@ -891,21 +930,67 @@ static PyObject *FixedDelay_vectorcall(PyObject *self, PyObject *const *args, si
             }
         } else if (!d && PyErr_Occurred()) {
             return NULL;
+        } else if (!d && f->ndims && PyLong_CheckExact(args[0]) && PyLong_CheckExact(args[1]) &&
+                   PyLong_CheckExact(args[2])) {
+            /* not cached: computed here and cached as the method caches it */
+            long long src = PyLong_AsLongLong(args[0]), dst = PyLong_AsLongLong(args[1]);
+            long long size = PyLong_AsLongLong(args[2]), delay;
+            if (PyErr_Occurred()) {
+                PyErr_Clear(); /* past 64 bits: the method's to answer */
+            } else if (!unaware_delay(f, src, dst, size, &delay)) {
+                PyObject *key = PyTuple_Pack(3, args[0], args[1], args[2]);
+                PyObject *value = key ? PyLong_FromLongLong(delay) : NULL;
+                int rc = value ? PyDict_SetItem(f->delays, key, value) : -1;
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                if (rc < 0) return NULL;
+                if (dtsim_push_native((Queue *)queue, delay, arrival_event, f->owner, args[3], 0) < 0) return NULL;
+                Py_RETURN_NONE;
+            }
         }
     }
     return PyObject_Vectorcall(f->fallback, args, n, kwnames);
 }
 
+/* dims: None, or per dimension (stride, npus, kind, latency_ns, bytes_per_ns), kind 0 Ring,
+ * 1 FullyConnected, 2 Switch (network/analytical/unaware.py _unaware_table) */
+static int read_dims(FixedDelay *f, PyObject *dims) {
+    f->ndims = 0;
+    if (dims == Py_None) return 0;
+    if (!PyTuple_Check(dims) || PyTuple_GET_SIZE(dims) < 1 || PyTuple_GET_SIZE(dims) > UD_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "FixedDelayTransfer: dims must be None or a tuple of 1 to %d dimensions",
+                     UD_MAX_DIMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dims); i++) {
+        UnawareDim *d = &f->dims[i];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(dims, i), "LLidd", &d->stride, &d->npus, &d->kind, &d->latency_ns,
+                              &d->bytes_per_ns))
+            return -1;
+        if (d->stride < 1 || d->npus < 1 || d->kind < UD_RING || d->kind > UD_SWITCH) {
+            PyErr_SetString(PyExc_ValueError, "FixedDelayTransfer: a dimension needs stride >= 1, npus >= 1, kind 0-2");
+            return -1;
+        }
+    }
+    f->ndims = (int)PyTuple_GET_SIZE(dims);
+    return 0;
+}
+
 static PyObject *FixedDelay_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
-    static char *names[] = {"owner", "delays", "fallback", NULL};
-    PyObject *owner, *delays, *fallback;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O", names, &owner, &PyDict_Type, &delays, &fallback)) return NULL;
+    static char *names[] = {"owner", "delays", "fallback", "dims", NULL};
+    PyObject *owner, *delays, *fallback, *dims = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O|O", names, &owner, &PyDict_Type, &delays, &fallback, &dims))
+        return NULL;
     if (!PyObject_TypeCheck(owner, pairing_type)) {
         PyErr_SetString(PyExc_TypeError, "FixedDelayTransfer: the owner must be a Pairing");
         return NULL;
     }
     FixedDelay *f = (FixedDelay *)tp->tp_alloc(tp, 0);
     if (!f) return NULL;
+    if (read_dims(f, dims) < 0) {
+        Py_DECREF(f);
+        return NULL;
+    }
     f->vectorcall = FixedDelay_vectorcall;
     f->owner = Py_NewRef(owner);
     f->delays = Py_NewRef(delays);
@@ -936,6 +1021,32 @@ static void FixedDelay_dealloc(FixedDelay *f) {
     Py_DECREF(tp);
 }
 
+/* delay(src, dst, size): what a message not cached yet is given here, or None where the method
+ * computes it (tests/network/test_unaware_transfer.py holds it to Topology.unaware_delay_ns) */
+static PyObject *FixedDelay_delay(FixedDelay *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "delay(src, dst, size)");
+        return NULL;
+    }
+    long long v[3], out;
+    for (int i = 0; i < 3; i++) {
+        if (!PyLong_CheckExact(args[i])) Py_RETURN_NONE;
+        v[i] = PyLong_AsLongLong(args[i]);
+        if (v[i] == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    if (!f->ndims || unaware_delay(f, v[0], v[1], v[2], &out)) Py_RETURN_NONE;
+    return PyLong_FromLongLong(out);
+}
+
+static PyMethodDef FixedDelay_methods[] = {
+    {"delay", (PyCFunction)(void (*)(void))FixedDelay_delay, METH_FASTCALL,
+     "delay(src, dst, size): a delay not cached yet as computed here, or None where the method computes it"},
+    {NULL},
+};
+
 static PyMemberDef FixedDelay_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(FixedDelay, vectorcall), READONLY},
     {NULL},
@@ -948,6 +1059,7 @@ static PyType_Slot FixedDelay_slots[] = {
     {Py_tp_clear, FixedDelay_clear},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, FixedDelay_members},
+    {Py_tp_methods, FixedDelay_methods},
     {0, NULL},
 };
 

@@ -8,8 +8,28 @@ from __future__ import annotations
 
 from network.analytical.base import AnalyticalBackend, Message, graph_flows
 from network.event_queue import native_module
+from network.topology import Dimension, Topology, TopologyKind
 
 _native = native_module()
+_KIND_CODES = {TopologyKind.RING: 0, TopologyKind.FULLY_CONNECTED: 1, TopologyKind.SWITCH: 2}
+
+
+def _exact_double(x: object) -> bool:
+    """A latency whose products with hop counts C's doubles give as Python does: a float, or an
+    int small enough that hops × latency stays below 2^53 either way."""
+    return type(x) is float or (type(x) is int and abs(x) < 1 << 31)
+
+
+def _unaware_table(topology: Topology) -> tuple | None:
+    """Per dimension (stride, NPUs, kind code, latency ns, bytes/ns), what FixedDelayTransfer
+    computes Topology.unaware_delay_ns from; None where the topology or a dimension computes it
+    otherwise (a subclass), or has more dimensions than C takes."""
+    if type(topology) is not Topology or not 1 <= len(topology.dims) <= 16 or \
+            any(type(d) is not Dimension or d.kind not in _KIND_CODES or not _exact_double(d.latency_ns)
+                for d in topology.dims):
+        return None
+    return tuple((st, d.npus_count, _KIND_CODES[d.kind], float(d.latency_ns), bpn)
+                 for st, d, bpn in zip(topology._strides, topology.dims, topology._bytes_per_ns))
 
 
 class CongestionUnawareBackend(AnalyticalBackend):
@@ -24,8 +44,10 @@ class CongestionUnawareBackend(AnalyticalBackend):
         elif _native is not None and isinstance(self, _native.Pairing) and \
                 type(self)._transfer is CongestionUnawareBackend._transfer and \
                 type(self)._on_arrival is _native.Pairing._on_arrival:
-            # _transfer of a cached delay in C (network/_pairing.c); a new one calls the method
-            self._transfer = _native.FixedDelayTransfer(self, self._delay_cache, self._transfer)
+            # _transfer in C (network/_pairing.c): a cached delay, or one of a plain topology
+            # computed there and cached as the method caches it; anything else calls the method
+            self._transfer = _native.FixedDelayTransfer(self, self._delay_cache, self._transfer,
+                                                        _unaware_table(self.topology))
         #: the delay of a message depends only on (src, dst, size), on a topology file too (one
         #: path per pair, graph_links.py): callers may advance many messages at once
         #: (system/shortcuts/ring_batch.py) and book them with account_flows

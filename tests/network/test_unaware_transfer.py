@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from network.analytical.pair_recorder import PairRecorder
 from network.analytical.unaware import CongestionUnawareBackend
@@ -20,6 +21,9 @@ pytestmark = pytest.mark.skipif(_native is None, reason="the C module is not bui
 
 
 def _config(kind: str = "Switch", npus: int = 8) -> NetworkConfig:
+    if kind == "Ring x Switch":  # two dimensions, 8 NPUs
+        return NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [4, 2],
+                                        "bandwidth": [37.5, 12.3], "latency": [700.0, 1300]})
     return NetworkConfig.from_dict({"topology": [kind], "npus_count": [npus], "bandwidth": [50.0],
                                     "latency": [500.0]})
 
@@ -57,7 +61,7 @@ def _program(b: CongestionUnawareBackend, seed: int) -> list:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("kind", ["Switch", "Ring", "FullyConnected"])
+@pytest.mark.parametrize("kind", ["Switch", "Ring", "FullyConnected", "Ring x Switch"])
 def test_messages_arrive_as_the_python_method_delivers_them(seed: int, kind: str) -> None:
     ours = _program(_backend(True, kind), seed)
     assert ours[0] and ours[3] > 100  # the program did send and deliver
@@ -65,9 +69,9 @@ def test_messages_arrive_as_the_python_method_delivers_them(seed: int, kind: str
 
 
 def test_the_c_path_answers_from_the_cache_the_method_fills() -> None:
-    """The first message of a (src, dst, size) calls the method, which caches the delay; the
-    next ones are C's: a delay changed in the cache afterwards (which the backend never does)
-    shows which one answered."""
+    """The first message of a (src, dst, size) is given its delay and caches it, as the method
+    would; the next ones read the cache: a delay changed there afterwards (which the backend
+    never does) shows that the cache answered."""
     b = _backend(True)
     got: list[int] = []
     b.queue.schedule(1, b.send, 0, 1, 4096, 0, lambda: got.append(b.now()))
@@ -109,3 +113,42 @@ def test_the_c_path_stands_only_for_the_plain_method() -> None:
     recorder.queue.schedule(1, recorder.exchange, 0, 1, 1, 8, 0, None, print, None)
     recorder.run()
     assert recorder.pairs == {(0, 1)}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_a_delay_computed_in_c_is_the_topologys(data: st.DataObject) -> None:
+    """FixedDelayTransfer computes a pair's first delay itself: on random topologies of one to
+    three dimensions (every kind, bandwidths and latencies that do not divide evenly) it gives
+    Topology.unaware_delay_ns, or declines (None) and leaves it to the method."""
+    n = data.draw(st.integers(1, 3))
+    kinds = data.draw(st.lists(st.sampled_from(["Ring", "Switch", "FullyConnected"]), min_size=n, max_size=n))
+    npus = data.draw(st.lists(st.integers(2, 9), min_size=n, max_size=n))
+    bw = data.draw(st.lists(st.sampled_from([50.0, 12.5, 3.3, 0.7, 123.456, 1e-3, 400]), min_size=n, max_size=n))
+    lat = data.draw(st.lists(st.sampled_from([500.0, 0.0, 1.1, 333.3, 700, 0.1]), min_size=n, max_size=n))
+    b = CongestionUnawareBackend(NetworkConfig.from_dict({"topology": kinds, "npus_count": npus, "bandwidth": bw,
+                                                          "latency": lat}))
+    assert isinstance(b._transfer, _native.FixedDelayTransfer)
+    total = b.topology.npus_count
+    for _ in range(30):
+        src, dst = data.draw(st.integers(0, total - 1)), data.draw(st.integers(0, total - 1))
+        size = data.draw(st.sampled_from([0, 1, 7, 4096, 1 << 20, 3 * (1 << 30) + 5, (1 << 53) + 1, 1 << 62]))
+        got = b._transfer.delay(src, dst, size)
+        if src == dst:
+            assert got is None  # the method names the error
+            continue
+        if size > 1 << 53:
+            assert got is None  # past a double's integers: the method's
+        else:
+            assert got == b.topology.unaware_delay_ns(src, dst, size), (src, dst, size)
+
+
+@pytest.mark.parametrize("latency", [0.7, 0.1, 0.3, 1.1, 333.3, 2.675])
+def test_a_delay_computed_in_c_rounds_as_python_does(latency: float) -> None:
+    """Where hops × latency lands on or next to an integer (0.7 × 10 = 7.0 in doubles), the
+    truncation shows any other rounding of the product or the sum: every pair of a 24-ring."""
+    b = CongestionUnawareBackend(NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [24],
+                                                          "bandwidth": [3.3], "latency": [latency]}))
+    for dst in range(1, 24):
+        for size in (0, 1, 3, 10):
+            assert b._transfer.delay(0, dst, size) == b.topology.unaware_delay_ns(0, dst, size), (dst, size)
