@@ -855,8 +855,11 @@ static PyType_Spec Pairing_spec = {
 /* -- FixedDelayTransfer: CongestionUnawareBackend._transfer without a topology file ------------- */
 /* A message's delay there depends on (src, dst, size) alone: the backend's dict caches it, and a
  * cached one is the arrival's native event at that delay (Pairing._on_arrival's steps, no call),
- * at the place in the calendar the method's queue.schedule gives it. Anything else (a pair not
- * yet cached, a delay past 64 bits) calls the method, which fills the cache or names the error. */
+ * at the place in the calendar the method's queue.schedule gives it. A pair not yet cached on a
+ * built-in topology is computed here (unaware_delay) and cached as the method caches it. Anything
+ * else (a topology it was not given, a delay past 64 bits, equal ranks) calls the method, which
+ * fills the cache or names the error. */
+
 /* One dimension of a plain topology (network/topology.py), for a delay not cached yet */
 typedef struct {
     long long stride, npus;

@@ -10,8 +10,8 @@ instances, singletons, in definition order; ``Kind(value)`` and ``Kind[name]`` l
 Enum's errors; ``.name``, ``.value``, ``repr``, ``str``, ``format``, iteration, ``len``,
 ``__members__``, pickling and copying are Enum's. ``IntChoice`` members are also ints, as
 IntEnum's are (C code reads them as ints). A name whose value is a function, property or other
-descriptor, or that is a dunder, sunder or private name, is not a member, as in Enum. tests/network/test_choices.py compares
-both with enum on the same class bodies.
+descriptor, or that is a dunder, sunder or private name, is not a member, as in Enum.
+tests/network/test_choices.py compares both with enum on the same class bodies.
 """
 from __future__ import annotations
 

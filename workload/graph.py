@@ -40,9 +40,9 @@ class Node:
 
     def clone(self, index: int) -> Node:
         """The same parsed fields for another file's graph: own children, own entry index.
-        (Written out: as fast as hand-written assignments must be, 118k clones load a 128-rank
-        layout, and compiling it from __slots__ at import was 2 M instructions of every run;
-        tests/workload/test_graph_load.py fails where a slot added later is not copied.)"""
+        (Written out: 118k clones load a 128-rank layout, and generating it from __slots__ with
+        the built-in compile() made the interpreter's AST classes at import, ~10 M instructions of
+        every run; tests/workload/test_graph_load.py fails where a slot added later is not copied.)"""
         n = _new(Node)
         n.children = []
         n.index = index

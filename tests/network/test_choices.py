@@ -100,7 +100,8 @@ def test_the_simulators_choices_are_choices() -> None:
 
     assert [(m.name, m.value) for m in TopologyKind] == [("RING", "Ring"), ("FULLY_CONNECTED", "FullyConnected"),
                                                          ("SWITCH", "Switch")]
-    assert ComType.ALL_TO_ALL == 6 and ComType(7) is ComType.REDUCE_SCATTER and ComType.ALL_GATHER.config_name == "all-gather"
+    assert ComType.ALL_TO_ALL == 6 and ComType(7) is ComType.REDUCE_SCATTER
+    assert ComType.ALL_GATHER.config_name == "all-gather"
     assert ImplType("halvingDoubling") is ImplType.HALVING_DOUBLING and ImplType.ONE_RING.is_one
     assert Direction.ANTICLOCKWISE.value == 1 and ExitCode.STUCK == 3
     assert {TopologyKind.RING: 1}[TopologyKind.RING] == 1 and hash(ImplType.RING) == hash(ImplType.RING)
