@@ -44,8 +44,8 @@ class CongestionUnawareBackend(AnalyticalBackend):
         elif _native is not None and isinstance(self, _native.Pairing) and \
                 type(self)._transfer is CongestionUnawareBackend._transfer and \
                 type(self)._on_arrival is _native.Pairing._on_arrival:
-            # _transfer in C (network/_pairing.c): a cached delay, or one of a plain topology
-            # computed there and cached as the method caches it; anything else calls the method
+            # _transfer in C (network/_pairing.c): on a plain topology each delay is computed
+            # there as Topology.unaware_delay_ns computes it; anything else calls the method
             self._transfer = _native.FixedDelayTransfer(self, self._delay_cache, self._transfer,
                                                         _unaware_table(self.topology))
         #: the delay of a message depends only on (src, dst, size), on a topology file too (one

@@ -68,21 +68,43 @@ def test_messages_arrive_as_the_python_method_delivers_them(seed: int, kind: str
     assert ours == _program(_backend(False, kind), seed)
 
 
-def test_the_c_path_answers_from_the_cache_the_method_fills() -> None:
-    """The first message of a (src, dst, size) is given its delay and caches it, as the method
-    would; the next ones read the cache: a delay changed there afterwards (which the backend
-    never does) shows that the cache answered."""
+def _cached_only(b: CongestionUnawareBackend) -> CongestionUnawareBackend:
+    """The C path as it stands where it is given no topology table (a subclass's topology): it
+    answers the delays the method has cached."""
+    b._transfer = _native.FixedDelayTransfer(b, b._delay_cache, CongestionUnawareBackend._transfer.__get__(b), None)
+    return b
+
+
+def _one_message(b: CongestionUnawareBackend, at: int, tag: int, got: list[int]) -> None:
+    b.queue.schedule(at, b.send, 0, 1, 4096, tag, lambda: got.append(b.now()))
+    b.queue.schedule(at, b.recv, 1, 0, 4096, tag, lambda: None)
+    b.run()
+
+
+def test_on_a_plain_topology_the_c_path_computes_every_delay() -> None:
+    """Each message's delay is the topology's, computed in C: the method's cache is neither
+    filled nor read (a delay put there shows it is not read)."""
     b = _backend(True)
     got: list[int] = []
-    b.queue.schedule(1, b.send, 0, 1, 4096, 0, lambda: got.append(b.now()))
-    b.queue.schedule(1, b.recv, 1, 0, 4096, 0, lambda: None)
-    b.run()
+    _one_message(b, 1, 0, got)
+    assert got[0] - 1 == b.topology.unaware_delay_ns(0, 1, 4096)
+    assert b._delay_cache == {}
+    b._delay_cache[(0, 1, 4096)] = 7
+    _one_message(b, 0, 1, got)
+    assert got[1] == got[0] + got[0] - 1
+
+
+def test_given_no_table_the_c_path_answers_from_the_cache_the_method_fills() -> None:
+    """The first message of a (src, dst, size) goes to the method, which caches its delay; the
+    next ones read the cache in C: a delay changed there afterwards (which the backend never
+    does) shows that the cache answered."""
+    b = _cached_only(_backend(True))
+    got: list[int] = []
+    _one_message(b, 1, 0, got)
     first = got[0] - 1
     assert b._delay_cache == {(0, 1, 4096): first}
     b._delay_cache[(0, 1, 4096)] = 7
-    b.queue.schedule(0, b.send, 0, 1, 4096, 1, lambda: got.append(b.now()))
-    b.queue.schedule(0, b.recv, 1, 0, 4096, 1, lambda: None)
-    b.run()
+    _one_message(b, 0, 1, got)
     assert got[1] == got[0] + 7
 
 
@@ -93,16 +115,38 @@ def test_a_delay_past_the_clock_ends_the_run_as_the_method_does(use_c: bool) -> 
     messages = []
     for delay in (1 << 64, (1 << 63) - 2):
         b = _backend(use_c)
+        if use_c:
+            _cached_only(b)
         b._delay_cache[(0, 1, 8)] = delay
         b.queue.schedule(5, b.exchange, 0, 1, 1, 8, 0, None, print, None)
         with pytest.raises(SimulationLimitError) as e:
             b.run()
         messages.append(str(e.value))
     b = _backend(not use_c)
+    if not use_c:
+        _cached_only(b)
     b._delay_cache[(0, 1, 8)] = 1 << 64
     b.queue.schedule(5, b.exchange, 0, 1, 1, 8, 0, None, print, None)
     with pytest.raises(SimulationLimitError, match=str(messages[0])[:40].replace("(", r"\(")):
         b.run()
+
+
+@pytest.mark.parametrize("latency", [4.5e18, 9.2e18])
+def test_a_topology_delay_past_the_clock_ends_the_run_as_the_method_does(latency: float) -> None:
+    """On a plain topology, a delay the C path computes (4.5e18 ns a hop, two hops) or declines
+    (past 2^63 ns itself) that passes 2^63 ns with the clock ends the run with the method's error."""
+    def run(use_c: bool) -> str:
+        b = CongestionUnawareBackend(NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8],
+                                                              "bandwidth": [0.001], "latency": [latency]}))
+        assert isinstance(b._transfer, _native.FixedDelayTransfer)
+        if not use_c:
+            del b._transfer
+        b.queue.schedule(10**18, b.exchange, 0, 1, 1, 8, 0, None, print, None)
+        with pytest.raises(SimulationLimitError) as e:
+            b.run()
+        return str(e.value)
+
+    assert run(True) == run(False)
 
 
 def test_the_c_path_stands_only_for_the_plain_method() -> None:
