@@ -863,7 +863,7 @@ static PyType_Spec Pairing_spec = {
  * delay past 64 bits or 2^63, equal ranks, a pair not cached) calls the method, which fills the
  * cache or names the error. */
 
-/* One dimension of a plain topology (network/topology.py), for a delay not cached yet */
+/* One dimension of a plain topology (network/topology.py), what every delay is computed from */
 typedef struct {
     long long stride, npus;
     int kind; /* UD_RING, UD_FULLY_CONNECTED, UD_SWITCH */
@@ -879,7 +879,7 @@ typedef struct {
     PyObject *owner;    /* the backend: a Pairing whose queue is the C one */
     PyObject *delays;   /* dict: (src, dst, size) -> delay in ns */
     PyObject *fallback; /* the method */
-    int ndims;          /* 0: a delay not cached is the method's to compute */
+    int ndims;          /* 0: no table, the delays the method cached in `delays` only */
     UnawareDim dims[UD_MAX_DIMS];
 } FixedDelay;
 
@@ -910,6 +910,19 @@ static int unaware_delay(const FixedDelay *f, long long src, long long dst, long
     return 1;
 }
 
+/* src, dst and size as C integers: 0, or 1 where one is not an exact int of 64 bits (the method's) */
+static int exact_triple(PyObject *const *args, long long v[3]) {
+    for (int i = 0; i < 3; i++) {
+        if (!PyLong_CheckExact(args[i])) return 1;
+        v[i] = PyLong_AsLongLong(args[i]);
+        if (v[i] == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int arrival_event(PyObject *owner, PyObject *msg, long long Py_UNUSED(x)) {
     PyObject *r = Pairing_on_arrival((Pairing *)owner, msg);
     if (!r) return -1;
@@ -923,15 +936,10 @@ static PyObject *FixedDelay_vectorcall(PyObject *self, PyObject *const *args, si
     PyObject *queue = ((Pairing *)f->owner)->queue;
     if (n == 4 && !kwnames && queue && PyObject_TypeCheck(queue, dtsim_core_type)) {
         if (f->ndims) {
-            if (PyLong_CheckExact(args[0]) && PyLong_CheckExact(args[1]) && PyLong_CheckExact(args[2])) {
-                long long src = PyLong_AsLongLong(args[0]), dst = PyLong_AsLongLong(args[1]);
-                long long size = PyLong_AsLongLong(args[2]), delay;
-                if (PyErr_Occurred()) {
-                    PyErr_Clear(); /* past 64 bits: the method's to answer */
-                } else if (!unaware_delay(f, src, dst, size, &delay)) {
-                    if (dtsim_push_native((Queue *)queue, delay, arrival_event, f->owner, args[3], 0) < 0) return NULL;
-                    Py_RETURN_NONE;
-                }
+            long long v[3], delay;
+            if (!exact_triple(args, v) && !unaware_delay(f, v[0], v[1], v[2], &delay)) {
+                if (dtsim_push_native((Queue *)queue, delay, arrival_event, f->owner, args[3], 0) < 0) return NULL;
+                Py_RETURN_NONE;
             }
         } else {
             PyObject *key = PyTuple_Pack(3, args[0], args[1], args[2]);
@@ -1023,29 +1031,21 @@ static void FixedDelay_dealloc(FixedDelay *f) {
     Py_DECREF(tp);
 }
 
-/* delay(src, dst, size): what a message not cached yet is given here, or None where the method
- * computes it (tests/network/test_unaware_transfer.py holds it to Topology.unaware_delay_ns) */
+/* delay(src, dst, size): the delay a message is given here, or None where the method computes it
+ * (tests/network/test_unaware_transfer.py holds it to Topology.unaware_delay_ns) */
 static PyObject *FixedDelay_delay(FixedDelay *f, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "delay(src, dst, size)");
         return NULL;
     }
     long long v[3], out;
-    for (int i = 0; i < 3; i++) {
-        if (!PyLong_CheckExact(args[i])) Py_RETURN_NONE;
-        v[i] = PyLong_AsLongLong(args[i]);
-        if (v[i] == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            Py_RETURN_NONE;
-        }
-    }
-    if (!f->ndims || unaware_delay(f, v[0], v[1], v[2], &out)) Py_RETURN_NONE;
+    if (!f->ndims || exact_triple(args, v) || unaware_delay(f, v[0], v[1], v[2], &out)) Py_RETURN_NONE;
     return PyLong_FromLongLong(out);
 }
 
 static PyMethodDef FixedDelay_methods[] = {
     {"delay", (PyCFunction)(void (*)(void))FixedDelay_delay, METH_FASTCALL,
-     "delay(src, dst, size): a delay not cached yet as computed here, or None where the method computes it"},
+     "delay(src, dst, size): the delay a message is given here, or None where the method computes it"},
     {NULL},
 };
 

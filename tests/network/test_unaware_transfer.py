@@ -162,7 +162,7 @@ def test_the_c_path_stands_only_for_the_plain_method() -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_a_delay_computed_in_c_is_the_topologys(data: st.DataObject) -> None:
-    """FixedDelayTransfer computes a pair's first delay itself: on random topologies of one to
+    """FixedDelayTransfer computes every delay itself: on random topologies of one to
     three dimensions (every kind, bandwidths and latencies that do not divide evenly) it gives
     Topology.unaware_delay_ns, or declines (None) and leaves it to the method."""
     n = data.draw(st.integers(1, 3))
