@@ -108,6 +108,56 @@ class CollectiveGeneration:
         return self.generate_collective(size, plan.topology, plan.implementation_per_dimension,
                                         plan.dimensions_involved, com_type, explicit_priority, group)
 
+    def plan_collective(self, com_type: ComType, size: int, involved: list[bool] | None,
+                        group: CommunicatorGroup | None) -> tuple | None:
+        """What generate_collective_for_node derives from a collective's type, size, involved
+        dimensions and group alone, for start_planned: (type name, size, group id, group, streams,
+        chunk, plan of phases, pristine phases). None where such a collective takes the general
+        path: per-node or custom implementations, zero-byte chunks (a divergence to note), nothing
+        to move, no dimension taking part. A workload plans each shape once and starts every
+        collective of it from the plan (the general path's lookups were most of a start's Python)."""
+        config = self.config
+        if config.per_node_custom or config.custom_implementations:
+            return None
+        impls = self._native_impls.get(com_type) or self.native_impls(com_type)
+        if group is None:
+            if impls[0].type is ImplType.CUSTOM:
+                return None
+            topology = self.get_logical_topology(com_type)
+        else:
+            plan = group.get_collective_plan(com_type, impls)
+            topology, impls, involved = plan.topology, plan.implementation_per_dimension, plan.dimensions_involved
+        if impls[0].type is ImplType.CUSTOM:
+            return None
+        chunk, total = self.determine_chunk_size(size, com_type)
+        if chunk <= 0 or total <= 0:
+            return None
+        phases, pristine = self._planned_phases(topology, impls, involved, com_type)
+        if not phases:
+            return None
+        return (CONFIG_NAMES[com_type], size, None if group is None else group.id, group, -(-total // chunk), chunk,
+                phases, pristine)
+
+    def start_planned(self, recipe: tuple, explicit_priority: int) -> DataSet:
+        """A collective started from plan_collective's recipe: what generate_collective does for
+        it, without deriving the recipe again."""
+        name, size, gid, group, count, chunk, phases, pristine = recipe
+        seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
+        dataset = DataSet(self._dataset_ids, count, self.now(), CollectiveLabel(name, size, gid, seq))
+        self._dataset_ids += 1
+        self._start_streams(dataset, count, chunk, phases, pristine, group, self.get_priority(explicit_priority),
+                            seq)
+        return dataset
+
+    def _planned_phases(self, topology: LogicalTopology, impls: tuple[CollectiveImpl, ...],
+                        involved: list[bool] | None, com_type: ComType) -> tuple[tuple, dict]:
+        """The plan of phases of a collective's streams and its pristine phases, made once per key."""
+        key = (com_type, topology, impls, None if involved is None else tuple(involved))
+        planned = self._phase_plans.get(key)
+        if planned is None:
+            planned = self._phase_plans[key] = (self._phase_plan(topology, impls, involved, com_type), {})
+        return planned
+
     def determine_chunk_size(self, size: int, com_type: ComType) -> tuple[int, int]:
         """(chunk, size): chunk = size / splits, at least total_nodes bytes except for
         all-gather, in which case the size grows to splits × chunk (semantics §7.1)."""
@@ -165,24 +215,26 @@ class CollectiveGeneration:
         if size <= 0:
             dataset.total_streams = 0
             return dataset
-        key = (com_type, topology, impls, None if involved is None else tuple(involved))
-        planned = self._phase_plans.get(key)
-        if planned is None:
-            planned = self._phase_plans[key] = (self._phase_plan(topology, impls, involved, com_type), {})
-        plan, pristine = planned
+        plan, pristine = self._planned_phases(topology, impls, involved, com_type)
         if not plan:  # no dimension takes part
             dataset.active = False
             return dataset
+        self._start_streams(dataset, count, chunk, plan, pristine, group, pri, seq)
+        return dataset
+
+    def _start_streams(self, dataset: DataSet, count: int, chunk: int, plan: tuple, pristine: dict,
+                       group: CommunicatorGroup | None, pri: int, seq: int) -> None:
+        """The collective's ``count`` streams, each with its phases, into the ready list."""
         # every stream is a chunk of the same size and so has the same phases; only the queues
         # (the allocators rotate) and the algorithms' state are its own
-        if gid is None:
+        if group is None:
             self.world_first_tags[seq] = self.astra_streams  # see divergence.world_tag_disagreements
         generate_phase = self.generate_collective_phase
         clone = _clone_slots
         if _generate_streams is not None:
             _generate_streams(self, dataset, count, chunk, plan, pristine, group, pri, generate_phase,
                               _pristine_slot_copy)
-            return dataset
+            return
         for _ in range(count):
             phases: list[CollectivePhase] = []
             remain = chunk
@@ -207,7 +259,6 @@ class CollectiveGeneration:
                 remain = ph.final_data_size
             self.insert_into_ready_list(StreamBaseline(self, dataset, self._next_stream_id(group), phases, pri))
         dataset.total_streams = count
-        return dataset
 
     def _phase_plan(self, topology: LogicalTopology, impls: tuple[CollectiveImpl, ...],
                     involved: list[bool] | None, com_type: ComType) -> tuple[tuple, ...]:

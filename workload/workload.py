@@ -36,6 +36,8 @@ _COLL_TO_COMTYPE = {
     pb.ALL_TO_ALL: ComType.ALL_TO_ALL,
 }
 
+_UNPLANNED = object()  # a collective shape not planned yet (None: planned, the general path)
+
 # resource kinds
 _CPU, _GPU_COMP, _GPU_COMM, _NONE = range(4)
 _KINDS = (_CPU, _GPU_COMP, _GPU_COMM, _NONE)
@@ -125,6 +127,8 @@ class Workload:
             self._done_count = 0
         self._algorithm_names: dict[tuple, str] = {}
         self._groups_by_pg: dict[str, CommunicatorGroup] = {}  # pg_name → its checked group
+        # (type, size, pg, involved dims) → Sys.plan_collective's recipe, None for the general path
+        self._recipes: dict[tuple, tuple | None] = {}
         self._n_nodes = len(graph.nodes)
         self._replay_only, self._roofline = sys.config.replay_only, sys.config.roofline_enabled
         self._collective_ends: list[tuple[Node, int]] = []  # (node, end ns): ``collectives`` reads them
@@ -305,10 +309,17 @@ class Workload:
             runtime = node.duration_ns or 1
             self.sys.register_event(runtime, ds.notify_stream_finished, self.sys.now() + runtime)
             return
-        com_type = _COLL_TO_COMTYPE[node.comm_type]
-        group = self._group(node)
-        ds = self.sys.generate_collective_for_node(com_type, node.comm_size, node.involved_dim, group,
-                                                   node.comm_priority, node.id)
+        inv = node.involved_dim
+        shape = (node.comm_type, node.comm_size, node.pg_name, None if inv is None else tuple(inv))
+        recipe = self._recipes.get(shape, _UNPLANNED)
+        if recipe is _UNPLANNED:  # the first collective of its shape: its group checked, its plan made
+            recipe = self._recipes[shape] = self.sys.plan_collective(
+                _COLL_TO_COMTYPE[node.comm_type], node.comm_size, inv, self._group(node))
+        if recipe is not None:
+            ds = self.sys.start_planned(recipe, node.comm_priority)
+        else:
+            ds = self.sys.generate_collective_for_node(_COLL_TO_COMTYPE[node.comm_type], node.comm_size, inv,
+                                                       self._group(node), node.comm_priority, node.id)
         if ds.finished:
             self._collective_done(node, ds)
             return
