@@ -231,8 +231,6 @@ def main(argv: list[str] | None = None) -> int:
         _check_limits(args)
         _check_outputs(args)  # before the run, not after it
         _warn_ignored_flags(args)
-        from system.progress import ProgressBar
-
         net = NetworkConfig.from_file(args.network)
         if args.logical_topology:  # ASTRA-sim's flag (network/graph_config.py)
             from network.graph_config import read_logical_dims
@@ -245,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             num_queues_per_dim=args.num_queues_per_dim, injection_scale=args.injection_scale,
             max_events=args.max_events, max_wall_s=args.max_wall_seconds, symmetry=args.symmetry,
             rendezvous=rendezvous, batching=args.batching, verify_shortcuts=args.verify_shortcuts,
-            progress=ProgressBar.for_terminal(args.quiet),
+            progress=_progress_bar(args.quiet),
         )
         if args.debug:
             print(f"debug: answered by shortcut '{result.inputs['shortcut']}' "
@@ -278,6 +276,17 @@ def main(argv: list[str] | None = None) -> int:
 
             shutil.rmtree(args.triosim_tmp, ignore_errors=True)
     return ExitCode.OK
+
+
+def _progress_bar(quiet: bool) -> Any:
+    """ProgressBar.for_terminal's bar, its module imported only where stderr is a terminal (a
+    run whose output goes to a file or a pipe, as scripts and the bench run it, draws none)."""
+    isatty = getattr(_sys.stderr, "isatty", None)
+    if quiet or isatty is None or not isatty():
+        return None
+    from system.progress import ProgressBar
+
+    return ProgressBar.for_terminal(quiet)
 
 
 def _check_limits(args: argparse.Namespace) -> None:

@@ -30,9 +30,7 @@ from system.sys import Sys
 from workload.consistency import check_collectives_agree
 from workload.graph import load_graph
 from workload.errors import WorkloadError
-from workload.loader import load_workload_graphs
-from workload.orbit_files import families as declared_families, find_declaration as find_orbit_declaration, \
-    load_representatives
+from workload.loader import find_orbit_declaration, load_workload_graphs
 from workload.workload import Workload
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
@@ -146,6 +144,8 @@ def run_simulation(
         if verify_shortcuts:
             raise WorkloadError(declared.path, "", "--verify-shortcuts needs every rank's file; this workload is "
                                 "written per orbit (generate it without --per-orbit to check the shortcut)")
+        from workload.orbit_files import load_representatives
+
         graphs = load_representatives(workload, declared)
     else:
         graphs = load_workload_graphs(workload, npus)
@@ -169,6 +169,8 @@ def run_simulation(
     if declared is not None:
         # the declaration makes every member of a group an image of a representative; a
         # representative that disagrees with another one shows as a mismatch in the run
+        from workload.orbit_files import families as declared_families
+
         families = declared_families(declared, groups_spec)
     elif not (sys_cfg.custom_implementations or sys_cfg.per_node_custom):  # custom ones replay their own ETs
         check_collectives_agree(graphs, groups_spec)

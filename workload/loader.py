@@ -12,6 +12,25 @@ from network.files import is_dir, is_file, path_join, path_parent, path_str
 from workload.errors import WorkloadError
 from workload.graph import Graph, Node, load_graph
 
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from workload.orbit_files import OrbitDeclaration
+
+
+def orbit_declaration_path(spec: str | os.PathLike) -> str:
+    """Where a workload written per orbit declares its orbits: ``PREFIX.orbits.json``."""
+    return path_str(f"{spec}.orbits.json")
+
+
+def find_orbit_declaration(spec: str | os.PathLike, npus_count: int) -> "OrbitDeclaration | None":
+    """workload/orbit_files.py's find_declaration; that module is imported only where the file is
+    there (a run of per-rank files need not import it: start-up)."""
+    if not is_file(orbit_declaration_path(spec)):
+        return None
+    from workload.orbit_files import find_declaration
+
+    return find_declaration(spec, npus_count)
+
 
 def split_rank_file(name: str) -> tuple[str, int] | None:
     r"""``(prefix, rank)`` of a file named ``<prefix>.<rank>.et``, else None: what the regular

@@ -23,6 +23,7 @@ from network.files import is_file, path_str
 from network.records import record
 from workload.errors import WorkloadError
 from workload.graph import Graph, load_graph
+from workload.loader import orbit_declaration_path
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class OrbitDeclaration:
 
 def find_declaration(spec: str | os.PathLike, npus_count: int) -> OrbitDeclaration | None:
     """``PREFIX.orbits.json`` beside a workload prefix, read and checked; None if there is none."""
-    path = path_str(f"{spec}.orbits.json")
+    path = orbit_declaration_path(spec)
     if not is_file(path):
         return None
     import json  # a declaration is there: only then

@@ -32,8 +32,10 @@ UNUSED = {
     # a physical graph (topology-file / topology-generator) only
     "network.graph": "graphs", "network.graph_routes": "graphs", "network.topology_file": "graphs",
     "network.topology_gen": "graphs", "network.graph_topology": "graphs", "network.analytical.graph_links": "graphs",
-    # the orbit shortcut's network: only where orbits run
-    "system.shortcuts.orbit_network": "orbits",
+    # the orbit shortcut's network: only where orbits run; a workload written per orbit's declaration
+    "system.shortcuts.orbit_network": "orbits", "workload.orbit_files": "a PREFIX.orbits.json only",
+    # the progress bar: only where stderr is a terminal (subprocess output here is a pipe)
+    "system.progress": "a terminal only",
     # argparse with gettext and locale (19 M instructions with building the parser): a plain command
     # line is parsed by system/quick_args.py; argparse's formatter would look the width up through
     # shutil (+ bz2, lzma: 0.7 MB) unless told it (system.main._help_formatter)

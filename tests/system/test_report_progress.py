@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,25 @@ def test_bar_only_for_an_interactive_terminal() -> None:
     assert ProgressBar.for_terminal(quiet=True, stream=Tty()) is None
     assert isinstance(ProgressBar.for_terminal(quiet=False, stream=Tty()), ProgressBar)
     assert ProgressBar(stream=Tty()).start(object()) is None  # a backend without the hook: no bar
+
+
+def test_the_cli_asks_for_a_bar_only_where_stderr_is_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """system.main imports the bar's module only for a terminal; where it is one, the bar is the
+    one for_terminal gives, on stderr."""
+    from system import main
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    bar = main._progress_bar(quiet=False)
+    assert isinstance(bar, ProgressBar) and bar.stream is sys.stderr
+    assert main._progress_bar(quiet=True) is None
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert main._progress_bar(quiet=False) is None
+    monkeypatch.setattr(sys, "stderr", object())  # a stream without isatty
+    assert main._progress_bar(quiet=False) is None
 
 
 def test_sim_time_units() -> None:
