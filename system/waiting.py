@@ -49,15 +49,6 @@ def _peer(workload: Any) -> Any:
     return getattr(workload, "peer", _same)
 
 
-def _send_issue_times(workloads: Sequence[Any], issued: list[dict[int, list[Any]]]) -> dict[tuple, list[int]]:
-    out: dict[tuple, list[int]] = {}
-    for w, mine in zip(workloads, issued):
-        peer = _peer(w)
-        for n in mine[pb.COMM_SEND_NODE]:
-            out.setdefault((w.rank, peer(n.comm_dst), n.comm_tag % _TAG_SPAN, n.comm_size), []).append(w.starts[n.id])
-    return out
-
-
 def _peer_key(workload: Any, node: Any) -> tuple:
     """What names the set of ranks a collective runs among, the same on every member."""
     if node.pg_name not in (None, "", "0"):
@@ -73,57 +64,64 @@ def _peer_key(workload: Any, node: Any) -> tuple:
     return ("dims", tuple(fixed))
 
 
-def _collective_arrivals(workloads: Sequence[Any], issued: list[dict[int, list[Any]]]
-                         ) -> tuple[dict[tuple, int], list[list[tuple[int, tuple]]]]:
-    """The last member's entry time per collective instance, and per rank its instances."""
-    last: dict[tuple, int] = {}
-    per_rank: list[list[tuple[int, tuple]]] = []
-    for w, issued_here in zip(workloads, issued):
-        seq: dict[tuple, int] = {}
-        keys: dict[tuple, tuple] = {}  # (pg, involved dims) → peer key: a few per rank
-        mine = []
-        starts = w.starts
-        for n in issued_here[pb.COMM_COLL_NODE]:
-            if n.comm_type == pb.BROADCAST:  # replayed for its duration: it couples nobody
-                continue
-            inv = n.involved_dim
-            where = (n.pg_name, None if inv is None else tuple(inv))
-            key = keys.get(where)
-            if key is None:
-                key = keys[where] = _peer_key(w, n)
-            k = seq[key] = seq.get(key, -1) + 1
-            inst = (key, k)
-            t = starts[n.id]
-            if t > last.get(inst, -1):
-                last[inst] = t
-            mine.append((n.id, inst))
-        per_rank.append(mine)
-    return last, per_rank
-
-
 def communication_starts(workloads: Sequence[Any], symmetric: bool = False) -> list[dict[int, int]]:
     """Per rank (in ``workloads`` order): node id → the time its communication began, for the
     receives and collectives that waited for a peer (the others began when issued). A symmetric
-    run has every rank do the same at the same time, so nobody waits."""
+    run has every rank do the same at the same time, so nobody waits. (One pass over each rank's
+    issued nodes gathers its sends, receives and collectives in issue order; a second pairs them.)"""
     out: list[dict[int, int]] = [{} for _ in workloads]
     if symmetric or len(workloads) < 2:
         return out
-    issued = [_issued(w) for w in workloads]
-    ends = [{nid: e for nid, _, e in w.records} for w in workloads]
-    sends = _send_issue_times(workloads, issued)
-    for i, w in enumerate(workloads):
+    coll, send, recv, broadcast = pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.BROADCAST
+    sends: dict[tuple, list[int]] = {}  # (src, dst, tag, size) → the issue times of its sends, in order
+    last: dict[tuple, int] = {}  # collective instance → its last member's entry time
+    # per rank: its receives (node, issued) and its collectives (node id, issued, instance)
+    mine: list[tuple[list, list]] = []
+    for w in workloads:
+        nodes, rank, peer = w.graph.nodes, w.rank, _peer(w)
+        recvs: list[tuple[Any, int]] = []
+        colls: list[tuple[int, int, tuple]] = []
+        seq: dict[tuple, int] = {}
+        keys: dict[tuple, tuple] = {}  # (pg, involved dims) → peer key: a few per rank
+        for nid, t in w.starts.items():  # issue order
+            n = nodes[nid]
+            kind = n.type
+            if kind == coll:
+                if n.comm_type == broadcast:  # replayed for its duration: it couples nobody
+                    continue
+                inv = n.involved_dim
+                where = (n.pg_name, None if inv is None else tuple(inv))
+                key = keys.get(where)
+                if key is None:
+                    key = keys[where] = _peer_key(w, n)
+                k = seq[key] = seq.get(key, -1) + 1
+                inst = (key, k)
+                if t > last.get(inst, -1):
+                    last[inst] = t
+                colls.append((nid, t, inst))
+            elif kind == send:
+                sends.setdefault((rank, peer(n.comm_dst), n.comm_tag % _TAG_SPAN, n.comm_size), []).append(t)
+            elif kind == recv:
+                recvs.append((n, t))
+        mine.append((recvs, colls))
+    for w, (recvs, colls), begun in zip(workloads, mine, out):
+        ends: dict[int, int] | None = None  # node id → its end, made where a node waited
+        peer, rank = _peer(w), w.rank
         seen: dict[tuple, int] = {}
-        peer = _peer(w)
-        for n in issued[i][pb.COMM_RECV_NODE]:
-            key = (peer(n.comm_src), w.rank, n.comm_tag % _TAG_SPAN, n.comm_size)
+        for n, t in recvs:
+            key = (peer(n.comm_src), rank, n.comm_tag % _TAG_SPAN, n.comm_size)
             k = seen[key] = seen.get(key, -1) + 1
             times = sends.get(key, ())
-            if k < len(times):
-                _later(out[i], n.id, w.starts[n.id], times[k], ends[i])
-    last, per_rank = _collective_arrivals(workloads, issued)
-    for i, w in enumerate(workloads):
-        for nid, inst in per_rank[i]:
-            _later(out[i], nid, w.starts[nid], last[inst], ends[i])
+            if k < len(times) and times[k] > t:
+                if ends is None:
+                    ends = {nid: e for nid, _, e in w.records}
+                begun[n.id] = min(times[k], ends.get(n.id, times[k]))
+        for nid, t, inst in colls:
+            ready = last[inst]
+            if ready > t:
+                if ends is None:
+                    ends = {i: e for i, _, e in w.records}
+                begun[nid] = min(ready, ends.get(nid, ready))
     return out
 
 

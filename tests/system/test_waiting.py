@@ -120,3 +120,100 @@ def test_collective_waits_for_its_last_member(tmp_path: Path) -> None:
     for c, r in zip(colls, ranks):
         assert c["duration_cycles"] - c["wait_cycles"] == r["comm_cycles"]
         assert c["algbw_gb_s"] == pytest.approx((1 << 20) / r["comm_cycles"], abs=1e-6)
+
+
+def _reference_starts(workloads: list) -> list[dict[int, int]]:
+    """The rule as the module docstring states it, written another way: a collective instance is
+    (the set of its member ranks, its number among the rank's collectives on that set), and a
+    receive pairs with the n-th send of its (src, dst, tag, size)."""
+    from collections import Counter, defaultdict
+
+    from chakra_proto import enums as pb
+    from system.waiting import _TAG_SPAN
+
+    def members(w, n) -> frozenset:
+        if n.pg_name not in (None, "", "0"):
+            return frozenset(w.comm_groups[int(n.pg_name)].involved_npus)
+        dims, inv = w.sys.physical_dims, n.involved_dim
+
+        def coords(r: int) -> list[int]:
+            out = []
+            for size in dims:
+                out.append(r % size)
+                r //= size
+            return out
+
+        mine = coords(w.rank)
+        return frozenset(x for x in range(len(workloads)) if all(
+            c == m for i, (c, m) in enumerate(zip(coords(x), mine)) if inv is not None and i < len(inv) and not inv[i]))
+
+    sends, entries, recvs = defaultdict(list), defaultdict(list), []
+    for w in workloads:
+        count: Counter = Counter()
+        seen: Counter = Counter()
+        for nid in w.starts:
+            n, t = w.graph.nodes[nid], w.starts[nid]
+            if n.type == pb.COMM_SEND_NODE:
+                sends[(w.rank, n.comm_dst, n.comm_tag % _TAG_SPAN, n.comm_size)].append(t)
+            elif n.type == pb.COMM_RECV_NODE:
+                key = (n.comm_src, w.rank, n.comm_tag % _TAG_SPAN, n.comm_size)
+                recvs.append((w, n, t, key, seen[key]))
+                seen[key] += 1
+            elif n.type == pb.COMM_COLL_NODE and n.comm_type != pb.BROADCAST:
+                m = members(w, n)
+                entries[(m, count[m])].append((w, nid, t))
+                count[m] += 1
+    out: list[dict[int, int]] = [{} for _ in workloads]
+    ends = [{nid: e for nid, _, e in w.records} for w in workloads]
+    for inst in entries.values():
+        last = max(t for _, _, t in inst)
+        for w, nid, t in inst:
+            if last > t:
+                out[w.rank][nid] = min(last, ends[w.rank].get(nid, last))
+    for w, n, t, key, k in recvs:
+        times = sends.get(key, [])
+        if k < len(times) and times[k] > t:
+            out[w.rank][n.id] = min(times[k], ends[w.rank].get(n.id, times[k]))
+    return out
+
+
+def _dims_layout(d: Path, seed: int) -> Path:
+    """8 ranks on Ring(2) x Ring(4): collectives over one dimension (involved_dim), over both, and
+    neighbour sends, each rank its own compute."""
+    import random
+
+    for r in range(8):
+        rng = random.Random(seed * 31 + r)
+        b = GraphBuilder()
+        prev: list[int] = []
+        for k in range(4):
+            prev = [b.comp(f"c{k}", 1000 * rng.randint(1, 30), deps=prev)]
+            inv = [[True, False], [False, True], None][(seed + k) % 3]
+            prev = [b.collective(f"ar{k}", "ALL_REDUCE", 1 << 16, deps=prev, involved_dim=inv)]
+            prev = [b.send(f"s{k}", r, (r + 1) % 8, 1 << 12, 7, deps=prev),  # one tag: the n-th pairs with the n-th
+                    b.recv(f"r{k}", (r - 1) % 8, r, 1 << 12, 7, deps=prev)]
+        b.write(d / "dims", r)
+    (d / "net.yml").write_text("topology: [ Ring, Ring ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 50.0, 50.0 ]\n"
+                               "latency: [ 500.0, 500.0 ]\n")
+    (d / "sys.json").write_text('{"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1, '
+                                '"preferred-dataset-splits": 4, "local-mem-bw": 1600, '
+                                '"all-reduce-implementation": ["ring", "ring"]}')
+    return d / "dims"
+
+
+@pytest.mark.parametrize("layout", ["mixed-3", "mixed-8", "mixed-21", "irregular", "dims-0", "dims-1"])
+def test_communication_starts_follow_the_rule_on_drawn_layouts(tmp_path: Path, layout: str) -> None:
+    from dtsim_tools.bench import _write_irregular, _write_mixed
+
+    kind, _, seed = layout.partition("-")
+    if kind == "dims":
+        prefix, groups, system = _dims_layout(tmp_path, int(seed)), None, tmp_path / "sys.json"
+        net = tmp_path / "net.yml"
+    else:
+        prefix = _write_mixed(tmp_path, 16, int(seed)) if kind == "mixed" else _write_irregular(tmp_path, 16)
+        groups, net, system = tmp_path / "groups.json", tmp_path / "ring.yml", SYSTEM
+        net.write_text(RING4.replace("[ 4 ]", "[ 16 ]"))
+    result = run_simulation(prefix, net, system, comm_groups=groups, symmetry=False)
+    begun = communication_starts(result.workloads)
+    assert begun == _reference_starts(result.workloads)
+    assert any(begun)  # somebody waited: the layouts couple ranks that run different compute
