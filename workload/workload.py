@@ -358,6 +358,12 @@ class Workload:
                          "algorithm": self._algorithm_name(node)})
         return done
 
+    def collective_timings(self) -> list[tuple[Node, int, int, str]]:
+        """The finished collectives in completion order as (node, start, end, algorithm): what
+        ``collectives`` holds, without a dict each (the terminal's summary reads these)."""
+        starts, name = self.starts, self._algorithm_name
+        return [(node, starts[node.id], end, name(node)) for node, end in self._collective_ends]
+
     def _algorithm_name(self, node: Node) -> str:
         """The implementation(s) the collective ran with, as the system config spells them, one
         per dimension (``ring``, ``ring,direct8``); ``replay`` for a broadcast (for the report)."""

@@ -324,3 +324,33 @@ def test_the_union_in_c_on_long_lists() -> None:
     for n in (127, 128, 129, 1000):
         intervals = [(a, a + rng.randint(-5, 50)) for a in (rng.randint(0, 10 * n) for _ in range(n))]
         assert _union_length(intervals) == _covered_sweep(intervals)
+
+
+@pytest.mark.parametrize("layout", ["mixed-3", "mixed-21", "irregular", "symmetric"])
+def test_rows_are_the_records_summary_fields(tmp_path, layout: str) -> None:
+    """collective_records(rows=True), read from the workload's collective_timings, holds what the
+    summary reads of each record (type, size, algorithm, ranks, duration, wait), for every rank
+    of real runs: drawn layouts with groups and a symmetric one whose ranks are views."""
+    from conftest import EXAMPLES
+    from dtsim_tools.bench import _write_irregular, _write_mixed
+    from system.simulation import run_simulation
+    from system.waiting import communication_starts
+    from workload.builder import write_collective_microbenchmark
+
+    net = tmp_path / "ring.yml"
+    net.write_text("topology: [ Ring ]\nnpus_count: [ 16 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    kind, _, seed = layout.partition("-")
+    if kind == "symmetric":
+        prefix, groups = write_collective_microbenchmark(tmp_path / "ar", 16, "ALL_REDUCE", 1 << 20), None
+    else:
+        prefix = _write_mixed(tmp_path, 16, int(seed)) if kind == "mixed" else _write_irregular(tmp_path, 16)
+        groups = tmp_path / "groups.json"
+    result = run_simulation(prefix, net, EXAMPLES / "system" / "Ring_4chunks.json", comm_groups=groups)
+    begun = communication_starts(result.workloads)
+    rows = 0
+    for w, b in zip(result.workloads, begun):
+        want = [(r["type"], r["size_bytes"], r["algorithm"], r["group_size"], r["duration_cycles"], r["wait_cycles"])
+                for r in collective_records(w, b)]
+        assert collective_records(w, b, rows=True) == want
+        rows += len(want)
+    assert rows > 0
