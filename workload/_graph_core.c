@@ -61,6 +61,11 @@ static int keep_existing(PyObject *t, PyObject *id, PyObject *pos, PyObject **de
     return rc;
 }
 
+/* Node.clone and graph.py's _may_share without a Python call, below configure_parse (which
+ * knows Node's slots): clone_fast's NULL without an error, and may_share_fast's -2, decline */
+static PyObject *clone_fast(PyObject *t, PyObject *index);
+static int may_share_fast(PyObject *may_share, PyObject *n);
+
 /* link_ascending(frames, entries, shared, may_share, max_variants, missing) -> dict | None */
 static PyObject *link_ascending(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyDict_Check(args[2]) ||
@@ -165,7 +170,8 @@ static PyObject *link_ascending(PyObject *Py_UNUSED(m), PyObject *const *args, P
             }
         }
         PyObject *index = PyLong_FromSsize_t(i);
-        PyObject *c = index ? PyObject_CallMethodOneArg(t, s_clone, index) : NULL;
+        PyObject *c = index ? clone_fast(t, index) : NULL;
+        if (index && !c && !PyErr_Occurred()) c = PyObject_CallMethodOneArg(t, s_clone, index);
         Py_XDECREF(index);
         if (!c) goto done;
         if (PyObject_SetAttr(c, s_parents, parents[i]) < 0 || PyObject_SetAttr(c, s_children, kids[i]) < 0 ||
@@ -173,9 +179,12 @@ static PyObject *link_ascending(PyObject *Py_UNUSED(m), PyObject *const *args, P
             Py_DECREF(c);
             goto done;
         }
-        PyObject *ok = PyObject_CallOneArg(may_share, c);
-        int share = ok ? PyObject_IsTrue(ok) : -1;
-        Py_XDECREF(ok);
+        int share = may_share_fast(may_share, c);
+        if (share == -2) {
+            PyObject *ok = PyObject_CallOneArg(may_share, c);
+            share = ok ? PyObject_IsTrue(ok) : -1;
+            Py_XDECREF(ok);
+        }
         if (share < 0) {
             Py_DECREF(c);
             goto done;
@@ -243,12 +252,18 @@ static PyObject *s_duration_ns, *s_is_cpu_op, *s_comm_size, *s_comm_priority, *s
     *s_involved_dim, *s_comm_src, *s_comm_dst, *s_comm_tag, *s_tensor_size, *s_num_ops, *s_zero,
     *s_thousand, *s_empty;
 
+/* Node.clone as configure_parse found it, _may_share and _host_comms_may_change (graph.py), each
+ * NULL where not given; clone_slots: Node's slots are exactly slot_names (a slot added to Node
+ * later would not be copied here, so the method runs then) */
+static PyObject *clone_method, *may_share_fn, *host_comms_fn;
+static int clone_slots_known;
+
 /* configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
- *                 (COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, COMP)) */
+ *                 (COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, COMP)[, may_share, host_comms_may_change]) */
 static PyObject *configure_parse(PyObject *Py_UNUSED(m), PyObject *args) {
-    PyObject *cls, *nt, *im, *ct, *sup, *types;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!", &PyType_Type, &cls, &PyDict_Type, &nt, &PyFrozenSet_Type, &im,
-                          &PyDict_Type, &ct, &sup, &PyTuple_Type, &types))
+    PyObject *cls, *nt, *im, *ct, *sup, *types, *share = NULL, *host = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!|OO", &PyType_Type, &cls, &PyDict_Type, &nt, &PyFrozenSet_Type, &im,
+                          &PyDict_Type, &ct, &sup, &PyTuple_Type, &types, &share, &host))
         return NULL;
     if (!PyAnySet_Check(sup) ||
         !PyArg_ParseTuple(types, "llllll", &type_coll, &type_send, &type_recv, &type_mem_load, &type_mem_store,
@@ -264,6 +279,14 @@ static PyObject *configure_parse(PyObject *Py_UNUSED(m), PyObject *args) {
         slot_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
         Py_DECREF(d);
     }
+    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
+    if (!slots) return NULL;
+    clone_slots_known = PyTuple_Check(slots) && PyTuple_GET_SIZE(slots) == F_COUNT;
+    Py_DECREF(slots);
+    PyObject *method = _PyType_Lookup((PyTypeObject *)cls, s_clone); /* borrowed */
+    Py_XSETREF(clone_method, Py_XNewRef(method));
+    Py_XSETREF(may_share_fn, Py_XNewRef(share));
+    Py_XSETREF(host_comms_fn, Py_XNewRef(host));
     Py_XSETREF(node_type, (PyTypeObject *)Py_NewRef(cls));
     Py_XSETREF(node_types, Py_NewRef(nt));
     Py_XSETREF(integer_members, Py_NewRef(im));
@@ -275,6 +298,78 @@ static PyObject *configure_parse(PyObject *Py_UNUSED(m), PyObject *args) {
 static inline void set_slot(PyObject *n, int f, PyObject *v) { /* steals v */
     PyObject **slot = (PyObject **)((char *)n + slot_offset[f]);
     Py_XSETREF(*slot, v);
+}
+
+static inline PyObject *slot_of(PyObject *n, int f) { /* borrowed; NULL: unset */
+    return *(PyObject **)((char *)n + slot_offset[f]);
+}
+
+/* graph.py's Node.clone(index) where Node and its method are the configured ones and every slot of
+ * ``t`` is set (the method raises AttributeError otherwise: it runs then): every slot copied,
+ * children a new list, index ``index`` */
+static PyObject *clone_fast(PyObject *t, PyObject *index) {
+    if (!node_type || !clone_slots_known || !Py_IS_TYPE(t, node_type) ||
+        _PyType_Lookup(node_type, s_clone) != clone_method)
+        return NULL;
+    for (int f = 0; f < F_COUNT; f++)
+        if (f != F_CHILDREN && f != F_INDEX && !slot_of(t, f)) return NULL;
+    PyObject *n = node_type->tp_alloc(node_type, 0), *kids = n ? PyList_New(0) : NULL;
+    if (!kids) {
+        Py_XDECREF(n);
+        return NULL;
+    }
+    for (int f = 0; f < F_COUNT; f++)
+        if (f != F_CHILDREN && f != F_INDEX) set_slot(n, f, Py_NewRef(slot_of(t, f)));
+    set_slot(n, F_CHILDREN, kids);
+    set_slot(n, F_INDEX, Py_NewRef(index));
+    return n;
+}
+
+/* graph.py's _may_share(n), where ``may_share`` is it: not a CPU operator, not a send or receive.
+ * 1 or 0; -2 to call ``may_share`` instead; -1 error */
+static int may_share_fast(PyObject *may_share, PyObject *n) {
+    if (!may_share_fn || may_share != may_share_fn || !Py_IS_TYPE(n, node_type)) return -2;
+    PyObject *cpu = slot_of(n, F_IS_CPU_OP), *type = slot_of(n, F_TYPE);
+    if (!cpu || !type || !PyLong_CheckExact(type)) return -2;
+    int is_cpu = PyObject_IsTrue(cpu);
+    if (is_cpu != 0) return is_cpu < 0 ? -1 : 0;
+    long t = PyLong_AsLong(type);
+    if (t == -1 && PyErr_Occurred()) return -1;
+    return t != type_send && t != type_recv;
+}
+
+/* any(map(_host_comms_may_change, nodes.values())) for a dict of configured Nodes: True, False, or
+ * None where graph.py must ask it (another node class, an unset field) */
+static PyObject *host_comms_any(PyObject *Py_UNUSED(m), PyObject *nodes) {
+    if (!node_type || !host_comms_fn || !PyDict_Check(nodes)) Py_RETURN_NONE;
+    Py_ssize_t pos = 0;
+    PyObject *key, *n;
+    while (PyDict_Next(nodes, &pos, &key, &n)) {
+        if (!Py_IS_TYPE(n, node_type)) Py_RETURN_NONE;
+        PyObject *cpu = slot_of(n, F_IS_CPU_OP), *type = slot_of(n, F_TYPE);
+        if (!cpu || !type || !PyLong_CheckExact(type)) Py_RETURN_NONE;
+        int is_cpu = PyObject_IsTrue(cpu);
+        if (is_cpu < 0) return NULL;
+        if (is_cpu) Py_RETURN_TRUE;
+        long t = PyLong_AsLong(type);
+        if (t == -1 && PyErr_Occurred()) return NULL;
+        if (t == type_send || t == type_recv) {
+            PyObject *peer = slot_of(n, t == type_send ? F_COMM_DST : F_COMM_SRC);
+            if (!peer) Py_RETURN_NONE;
+            if (peer == Py_None) Py_RETURN_TRUE;
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
+/* clone_node(node, index): clone_fast's copy, or None where it declines (tests hold it to Node.clone) */
+static PyObject *clone_node(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "clone_node(node, index)");
+        return NULL;
+    }
+    PyObject *c = clone_fast(args[0], args[1]);
+    return c ? c : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
 }
 
 /* _get_int's value of attrs[key]: 1 with *out (a new reference, or NULL where absent), 0 to
@@ -532,6 +627,11 @@ static PyMethodDef methods[] = {
      "configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES, node type numbers)"},
     {"parse_node", (PyCFunction)(void (*)(void))parse_node, METH_FASTCALL,
      "parse_node(fields, index): graph._parse_node's Node, or None where _parse_node must decide"},
+    {"clone_node", (PyCFunction)(void (*)(void))clone_node, METH_FASTCALL,
+     "clone_node(node, index): Node.clone(index) copied slot for slot, or None where the method must run"},
+    {"host_comms_may_change", (PyCFunction)host_comms_any, METH_O,
+     "host_comms_may_change(nodes): any(map(graph._host_comms_may_change, nodes.values())), or None where "
+     "graph.py must ask"},
     {"link_ascending", (PyCFunction)(void (*)(void))link_ascending, METH_FASTCALL,
      "link_ascending(frames, entries, shared, may_share, max_variants, missing): link_shared for files whose "
      "every kept dependency is on a node of a lower id; None for any other file, untouched"},

@@ -145,7 +145,7 @@ def load_graph(path: str | os.PathLike, cache: dict[bytes, Node] | None = None,
     unknown_peers: list[int] = []
     # without a node that host_comms.py would change, it need not even be imported (a fifth of the
     # workload layer's code, at start-up)
-    if any(map(_host_comms_may_change, nodes.values())):
+    if _any_host_comms(nodes):
         from workload.host_comms import recognise_host_comms
 
         unknown_peers = recognise_host_comms(p, nodes, _RawNodes(frames, nodes))
@@ -160,6 +160,13 @@ def _host_comms_may_change(n: Node) -> bool:
     if n.type == pb.COMM_SEND_NODE:
         return n.comm_dst is None
     return n.type == pb.COMM_RECV_NODE and n.comm_src is None
+
+
+def _any_host_comms(nodes: dict[int, Node]) -> bool:
+    """Whether any node is one _host_comms_may_change names (workload/_graph_core.c's loop where
+    compiled: a Python call per node was a tenth of loading a file)."""
+    found = GRAPH_CORE.host_comms_may_change(nodes) if GRAPH_CORE is not None else None
+    return any(map(_host_comms_may_change, nodes.values())) if found is None else found
 
 
 def _may_share(n: Node) -> bool:
@@ -369,7 +376,7 @@ def _configured_parse() -> Any:
         return None
     GRAPH_CORE.configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
                                (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE,
-                                pb.MEM_STORE_NODE, pb.COMP_NODE))
+                                pb.MEM_STORE_NODE, pb.COMP_NODE), _may_share, _host_comms_may_change)
     return GRAPH_CORE.parse_node
 
 

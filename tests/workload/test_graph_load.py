@@ -51,6 +51,59 @@ def test_clone_copies_every_parsed_field(tmp_path: Path) -> None:
     assert all(getattr(twin, s) is v for s, v in marks.items() if s not in ("children", "index"))
 
 
+def test_the_c_copy_is_the_clone_method(tmp_path: Path) -> None:
+    """workload/_graph_core.c's clone_node (what linking clones with) copies what Node.clone copies,
+    and declines (the method runs, and raises) where a field is unset."""
+    import pytest
+
+    from workload.shared_nodes import GRAPH_CORE
+
+    if GRAPH_CORE is None:
+        pytest.skip("workload._graph_core is not built: the method is the only clone")
+    b = GraphBuilder()
+    c = b.comp("c", 1000, tensor_size=64, num_ops=9, is_cpu_op=True)
+    b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c], involved_dim=[True, False])
+    b.send("s", 0, 1, 64, 3, deps=[c])
+    for n in load_graph(b.write(tmp_path / "w.et")).nodes.values():
+        twin = GRAPH_CORE.clone_node(n, 7)
+        assert type(twin) is Node and twin is not n and twin.index == 7 and twin.children == []
+        assert twin.children is not n.children and _fields(twin) == _fields(n)
+    full = Node()
+    marks = {s: object() for s in Node.__slots__}
+    for s, v in marks.items():
+        setattr(full, s, v)
+    twin = GRAPH_CORE.clone_node(full, 3)
+    assert twin.index == 3 and twin.children == []
+    assert all(getattr(twin, s) is v for s, v in marks.items() if s not in ("children", "index"))
+    del full.comm_tag  # Node.clone raises AttributeError here: the C copy leaves it to the method
+    assert GRAPH_CORE.clone_node(full, 3) is None
+    with pytest.raises(AttributeError):
+        full.clone(3)
+
+
+def test_the_c_scan_for_host_side_communication_is_the_python_one(tmp_path: Path) -> None:
+    """Whether host_comms.py is needed: the C scan answers as any(map(_host_comms_may_change, ...))."""
+    from workload import graph
+    from workload.shared_nodes import GRAPH_CORE
+
+    cases = []
+    for cpu, peer in ((False, True), (True, True), (False, False)):
+        b = GraphBuilder()
+        c = b.comp("c", 1000, is_cpu_op=cpu)
+        b.send("s", 0, 1, 64, 3, deps=[c])
+        b.recv("r", 1, 0, 64, 3, deps=[c])
+        nodes = load_graph(b.write(tmp_path / f"w{len(cases)}.et")).nodes
+        if not peer:  # a send that does not name its peer (host_comms.py fills it in)
+            next(n for n in nodes.values() if n.name == "s").comm_dst = None
+        cases.append(nodes)
+    want = [any(map(graph._host_comms_may_change, nodes.values())) for nodes in cases]
+    assert want == [False, True, True]
+    assert [graph._any_host_comms(nodes) for nodes in cases] == want
+    if GRAPH_CORE is not None:
+        assert [GRAPH_CORE.host_comms_may_change(nodes) for nodes in cases] == want
+        assert GRAPH_CORE.host_comms_may_change({0: object()}) is None  # not a Node: Python asks
+
+
 def _write_ranks(tmp: Path, ranks: list[list[tuple[str, int, list[int]]]]) -> Path:
     for r, ops in enumerate(ranks):
         b = GraphBuilder()
@@ -146,3 +199,24 @@ def test_shared_graphs_repair_and_warn_as_separate_loads(tmp_path: Path) -> None
             assert (_fields(n), n.children, n.index) == (_fields(m), m.children, m.index)
     assert shared[1].nodes[1] is shared[2].nodes[1]  # equal in context: one Node
     assert shared[0].nodes[4] is not shared[1].nodes[4]  # the repaired file keeps its own
+
+
+def test_ranks_share_exactly_the_nodes_may_share_allows(tmp_path: Path) -> None:
+    """Byte-identical rank files share their compute and collective nodes, never a CPU operator,
+    send or receive (host_comms.py may rewrite those per file), through C linking and Python's."""
+    from workload import graph
+
+    for r in range(2):
+        b = GraphBuilder()
+        c = b.comp("c", 1000)
+        cpu = b.comp("cpu", 500, deps=[c], is_cpu_op=True)
+        s = b.send("s", 0, 1, 64, 3, deps=[cpu])
+        v = b.recv("r", 1, 0, 64, 3, deps=[cpu])
+        b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[s, v])
+        b.write(tmp_path / "w", r)
+    g0, g1 = load_workload_graphs(tmp_path / "w", 2)
+    kinds = {}
+    for nid, n in g0.nodes.items():
+        kinds[n.name] = g1.nodes[nid] is n
+        assert (g1.nodes[nid] is n) == graph._may_share(n), n.name
+    assert kinds == {"c": True, "cpu": False, "s": False, "r": False, "ar": True}
