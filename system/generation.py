@@ -115,7 +115,8 @@ class CollectiveGeneration:
         chunk, plan of phases, pristine phases). None where such a collective takes the general
         path: per-node or custom implementations, zero-byte chunks (a divergence to note), nothing
         to move, no dimension taking part. A workload plans each shape once and starts every
-        collective of it from the plan (the general path's lookups were most of a start's Python)."""
+        collective of it from the plan (3 M of a 64-rank run's 391 M instructions were the general
+        path's lookups, made again for every collective)."""
         config = self.config
         if config.per_node_custom or config.custom_implementations:
             return None
