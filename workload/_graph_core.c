@@ -304,6 +304,19 @@ static inline PyObject *slot_of(PyObject *n, int f) { /* borrowed; NULL: unset *
     return *(PyObject **)((char *)n + slot_offset[f]);
 }
 
+/* 1 with *out where ``o`` is an int that fits a long (a node type); 0 otherwise, no error set. Only
+ * exact bools and ints are read here: nothing that could run Python code mid-iteration */
+static int small_long(PyObject *o, long *out) {
+    int over = 0;
+    if (!PyLong_CheckExact(o)) return 0;
+    *out = PyLong_AsLongAndOverflow(o, &over);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return !over;
+}
+
 /* graph.py's Node.clone(index) where Node and its method are the configured ones and every slot of
  * ``t`` is set (the method raises AttributeError otherwise: it runs then): every slot copied,
  * children a new list, index ``index`` */
@@ -330,12 +343,9 @@ static PyObject *clone_fast(PyObject *t, PyObject *index) {
 static int may_share_fast(PyObject *may_share, PyObject *n) {
     if (!may_share_fn || may_share != may_share_fn || !Py_IS_TYPE(n, node_type)) return -2;
     PyObject *cpu = slot_of(n, F_IS_CPU_OP), *type = slot_of(n, F_TYPE);
-    if (!cpu || !type || !PyLong_CheckExact(type)) return -2;
-    int is_cpu = PyObject_IsTrue(cpu);
-    if (is_cpu != 0) return is_cpu < 0 ? -1 : 0;
-    long t = PyLong_AsLong(type);
-    if (t == -1 && PyErr_Occurred()) return -1;
-    return t != type_send && t != type_recv;
+    long t;
+    if (!cpu || !PyBool_Check(cpu) || !type || !small_long(type, &t)) return -2; /* parse_node's fields only */
+    return cpu == Py_False && t != type_send && t != type_recv;
 }
 
 /* any(map(_host_comms_may_change, nodes.values())) for a dict of configured Nodes: True, False, or
@@ -347,12 +357,9 @@ static PyObject *host_comms_any(PyObject *Py_UNUSED(m), PyObject *nodes) {
     while (PyDict_Next(nodes, &pos, &key, &n)) {
         if (!Py_IS_TYPE(n, node_type)) Py_RETURN_NONE;
         PyObject *cpu = slot_of(n, F_IS_CPU_OP), *type = slot_of(n, F_TYPE);
-        if (!cpu || !type || !PyLong_CheckExact(type)) Py_RETURN_NONE;
-        int is_cpu = PyObject_IsTrue(cpu);
-        if (is_cpu < 0) return NULL;
-        if (is_cpu) Py_RETURN_TRUE;
-        long t = PyLong_AsLong(type);
-        if (t == -1 && PyErr_Occurred()) return NULL;
+        long t;
+        if (!cpu || !PyBool_Check(cpu) || !type || !small_long(type, &t)) Py_RETURN_NONE;
+        if (cpu == Py_True) Py_RETURN_TRUE;
         if (t == type_send || t == type_recv) {
             PyObject *peer = slot_of(n, t == type_send ? F_COMM_DST : F_COMM_SRC);
             if (!peer) Py_RETURN_NONE;
