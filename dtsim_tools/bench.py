@@ -384,8 +384,7 @@ def _micros_only(prefix: Path, ranks: int) -> None:
 
 def _jitter(prefix: Path, ranks: int, fraction: float) -> None:
     """Each compute node of each rank lasts up to ``fraction`` more or less (random.Random(rank)),
-    in whole microseconds and at least 1; its ``duration_ns``, which we would replay instead, is
-    dropped."""
+    in whole microseconds and at least 1 (after _micros_only, so that we replay these too)."""
     import random
 
     from chakra_proto import enums as pb
@@ -398,10 +397,6 @@ def _jitter(prefix: Path, ranks: int, fraction: float) -> None:
         for n in nodes:
             if n.type == pb.COMP_NODE and n.duration_micros:
                 n.duration_micros = max(1, round(n.duration_micros * (1 + fraction * rng.uniform(-1, 1))))
-                keep = [a for a in n.attr if a.name != "duration_ns"]
-                if len(keep) != len(n.attr):
-                    del n.attr[:]
-                    n.attr.extend(keep)
         write_et(path, meta, nodes)
 
 

@@ -63,9 +63,9 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None,
     the rest, as nccl-tests measures collectives that all ranks enter together. ``rows``: what
     the summary reads of each instead (summarise_rows), without the record."""
     begun = comm_starts or {}
-    sizes: dict[tuple, int] = {}  # (pg, involved dims) → group size: a few per rank
     if rows:
-        return _rows(workload, begun, sizes)
+        return _rows(workload, begun)
+    sizes: dict[tuple, int] = {}  # (pg, involved dims) → group size: a few per rank
     nodes = workload.graph.nodes
     rank = workload.rank
     scales: dict[tuple, tuple[float, bool]] = {}  # (type, group size) → busbw factor, whether S is N x size
@@ -108,9 +108,10 @@ def collective_records(workload: Any, comm_starts: dict[int, int] | None = None,
     return out
 
 
-def _rows(workload: Any, begun: dict[int, int], sizes: dict[tuple, int]) -> list[tuple]:
+def _rows(workload: Any, begun: dict[int, int]) -> list[tuple]:
     """collective_records' rows from the workload's collective_timings: the same values, without
-    the records' dicts (a tenth of a 256-rank run's report)."""
+    a dict per collective that the summary never reads."""
+    sizes: dict[tuple, int] = {}  # (pg, involved dims) → group size: a few per rank
     out = []
     for node, start, end, algorithm in workload.collective_timings():
         inv = node.involved_dim

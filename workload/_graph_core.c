@@ -252,18 +252,18 @@ static PyObject *s_duration_ns, *s_is_cpu_op, *s_comm_size, *s_comm_priority, *s
     *s_involved_dim, *s_comm_src, *s_comm_dst, *s_comm_tag, *s_tensor_size, *s_num_ops, *s_zero,
     *s_thousand, *s_empty;
 
-/* Node.clone as configure_parse found it, _may_share and _host_comms_may_change (graph.py), each
- * NULL where not given; clone_slots: Node's slots are exactly slot_names (a slot added to Node
- * later would not be copied here, so the method runs then) */
-static PyObject *clone_method, *may_share_fn, *host_comms_fn;
+/* Node.clone as configure_parse found it and graph.py's _may_share (NULL where not given);
+ * clone_slots_known: Node's slots are exactly slot_names (a slot added to Node later would not be
+ * copied here, so the method runs then) */
+static PyObject *clone_method, *may_share_fn;
 static int clone_slots_known;
 
 /* configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
- *                 (COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, COMP)[, may_share, host_comms_may_change]) */
+ *                 (COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, COMP)[, may_share]) */
 static PyObject *configure_parse(PyObject *Py_UNUSED(m), PyObject *args) {
-    PyObject *cls, *nt, *im, *ct, *sup, *types, *share = NULL, *host = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!|OO", &PyType_Type, &cls, &PyDict_Type, &nt, &PyFrozenSet_Type, &im,
-                          &PyDict_Type, &ct, &sup, &PyTuple_Type, &types, &share, &host))
+    PyObject *cls, *nt, *im, *ct, *sup, *types, *share = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!|O", &PyType_Type, &cls, &PyDict_Type, &nt, &PyFrozenSet_Type, &im,
+                          &PyDict_Type, &ct, &sup, &PyTuple_Type, &types, &share))
         return NULL;
     if (!PyAnySet_Check(sup) ||
         !PyArg_ParseTuple(types, "llllll", &type_coll, &type_send, &type_recv, &type_mem_load, &type_mem_store,
@@ -286,7 +286,6 @@ static PyObject *configure_parse(PyObject *Py_UNUSED(m), PyObject *args) {
     PyObject *method = _PyType_Lookup((PyTypeObject *)cls, s_clone); /* borrowed */
     Py_XSETREF(clone_method, Py_XNewRef(method));
     Py_XSETREF(may_share_fn, Py_XNewRef(share));
-    Py_XSETREF(host_comms_fn, Py_XNewRef(host));
     Py_XSETREF(node_type, (PyTypeObject *)Py_NewRef(cls));
     Py_XSETREF(node_types, Py_NewRef(nt));
     Py_XSETREF(integer_members, Py_NewRef(im));
@@ -351,7 +350,7 @@ static int may_share_fast(PyObject *may_share, PyObject *n) {
 /* any(map(_host_comms_may_change, nodes.values())) for a dict of configured Nodes: True, False, or
  * None where graph.py must ask it (another node class, an unset field) */
 static PyObject *host_comms_any(PyObject *Py_UNUSED(m), PyObject *nodes) {
-    if (!node_type || !host_comms_fn || !PyDict_Check(nodes)) Py_RETURN_NONE;
+    if (!node_type || !PyDict_Check(nodes)) Py_RETURN_NONE;
     Py_ssize_t pos = 0;
     PyObject *key, *n;
     while (PyDict_Next(nodes, &pos, &key, &n)) {

@@ -164,7 +164,7 @@ def _host_comms_may_change(n: Node) -> bool:
 
 def _any_host_comms(nodes: dict[int, Node]) -> bool:
     """Whether any node is one _host_comms_may_change names (workload/_graph_core.c's loop where
-    compiled: a Python call per node was a tenth of loading a file)."""
+    compiled, without a Python call per node)."""
     found = GRAPH_CORE.host_comms_may_change(nodes) if GRAPH_CORE is not None else None
     return any(map(_host_comms_may_change, nodes.values())) if found is None else found
 
@@ -376,7 +376,7 @@ def _configured_parse() -> Any:
         return None
     GRAPH_CORE.configure_parse(Node, NODE_TYPES, INTEGER_MEMBERS, COLL_TYPES, SUPPORTED_COLLECTIVES,
                                (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.MEM_LOAD_NODE,
-                                pb.MEM_STORE_NODE, pb.COMP_NODE), _may_share, _host_comms_may_change)
+                                pb.MEM_STORE_NODE, pb.COMP_NODE), _may_share)
     return GRAPH_CORE.parse_node
 
 
