@@ -116,7 +116,7 @@ typedef struct {
     PyObject *schedule;   /* the queue's schedule */
     PyObject *on_arrived; /* called with the chunk at the next device */
     PyObject *queue;      /* the queue (a Core) */
-    PyObject *free_cb;    /* self._on_free, bound once */
+    PyObject *free_cb;    /* self._on_free, bound once; NULL where link_transmit_c never calls it */
     long long last_start, free_at, claim_until, claim_last;
     PyObject *claim_recent;
     int is_core; /* queue is the C queue: events go straight into its calendar */
@@ -140,12 +140,18 @@ static int Link_init(Link *l, PyObject *args, PyObject *kw) {
     /* the queue whose schedule this is: its clock, and with the C queue its calendar */
     PyObject *queue = PyObject_GetAttrString(schedule, "__self__");
     if (!queue) return -1;
-    PyObject *free_cb = PyObject_GetAttrString((PyObject *)l, "_on_free");
-    if (!free_cb) {
-        Py_DECREF(queue);
-        return -1;
-    }
     l->is_core = PyObject_TypeCheck(queue, dtsim_core_type);
+    /* a plain link on the C queue frees itself as a native event and never calls its bound
+     * _on_free: made only where it is called (a bound method per link was 72 bytes of each of
+     * the N^2 links of a FullyConnected run) */
+    PyObject *free_cb = NULL;
+    if (!l->is_core || !Py_IS_TYPE(l, link_type)) {
+        free_cb = PyObject_GetAttrString((PyObject *)l, "_on_free");
+        if (!free_cb) {
+            Py_DECREF(queue);
+            return -1;
+        }
+    }
     l->src = src;
     l->dst = dst;
     l->dim = dim;
@@ -536,11 +542,13 @@ static PyType_Spec Arrival_spec = {
 /* The common case of aware.py's _transfer in C: the clock is past 0, the route is cached, its
  * first link is a plain C link on the C queue and no batched ring phase claims it. Then the
  * message starts on that link as a Chunk, as there. Everything else (time 0, whose check is
- * aware.py's; a route not yet built; a claimed link, which raises there) calls the Python method. */
+ * aware.py's; a route not yet built; a rank outside 0 .. npus - 1; a claimed link, which raises
+ * there) calls the Python method. */
 typedef struct {
     PyObject_HEAD
-    PyObject *routes;   /* dict: (src, dst) -> tuple of links, aware.py's _routes */
+    PyObject *routes;   /* dict: src * npus + dst -> tuple of links, aware.py's _routes */
     PyObject *fallback; /* the backend's Python _transfer */
+    long long npus;
     vectorcallfunc vectorcall;
     /* routes already looked up, by (src, dst) as C integers: aware.py only ever adds to _routes,
      * so a route once found stays the route (a tuple, a hash and a dict lookup less a message) */
@@ -593,9 +601,15 @@ static void routes_forget(Transfer *t) {
 }
 
 static int Transfer_init(Transfer *t, PyObject *args, PyObject *kw) {
-    static char *names[] = {"routes", "fallback", NULL};
+    static char *names[] = {"routes", "fallback", "npus", NULL};
     PyObject *routes, *fallback;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O", names, &PyDict_Type, &routes, &fallback)) return -1;
+    long long npus;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OL", names, &PyDict_Type, &routes, &fallback, &npus)) return -1;
+    if (npus < 1 || npus > (1LL << 31)) {
+        PyErr_SetString(PyExc_ValueError, "npus must be 1 .. 2^31");
+        return -1;
+    }
+    t->npus = npus;
     routes_forget(t); /* a new dict: what the old one said no longer holds */
     Py_XSETREF(t->routes, Py_NewRef(routes));
     Py_XSETREF(t->fallback, Py_NewRef(fallback));
@@ -604,18 +618,18 @@ static int Transfer_init(Transfer *t, PyObject *args, PyObject *kw) {
 
 /* 1: sent; 0: not the fast case (the caller falls back); -1: error */
 static int transfer_fast(Transfer *t, PyObject *const *args) {
-    long long src = PyLong_Check(args[0]) ? PyLong_AsLongLong(args[0]) : -1;
-    long long dst = PyLong_Check(args[1]) ? PyLong_AsLongLong(args[1]) : -1;
-    int keyed = !PyErr_Occurred() && PyLong_Check(args[0]) && PyLong_Check(args[1]);
-    PyErr_Clear(); /* not two 64-bit ints: the dict alone */
-    PyObject *route = keyed && t->cache ? route_probe(t, src, dst)->route : NULL; /* borrowed */
+    long long src = PyLong_CheckExact(args[0]) ? PyLong_AsLongLong(args[0]) : -1;
+    long long dst = PyLong_CheckExact(args[1]) ? PyLong_AsLongLong(args[1]) : -1;
+    PyErr_Clear(); /* beyond 64 bits: outside the ranks too */
+    if (src < 0 || dst < 0 || src >= t->npus || dst >= t->npus) return 0; /* the method says what is wrong */
+    PyObject *route = t->cache ? route_probe(t, src, dst)->route : NULL; /* borrowed */
     if (!route) {
-        PyObject *pair = PyTuple_Pack(2, args[0], args[1]);
-        if (!pair) return -1;
-        route = PyDict_GetItemWithError(t->routes, pair); /* borrowed */
-        Py_DECREF(pair);
+        PyObject *key = PyLong_FromLongLong(src * t->npus + dst);
+        if (!key) return -1;
+        route = PyDict_GetItemWithError(t->routes, key); /* borrowed */
+        Py_DECREF(key);
         if (!route) return PyErr_Occurred() ? -1 : 0;
-        if (keyed) route_remember(t, src, dst, route);
+        route_remember(t, src, dst, route);
     }
     if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) == 0) return 0;
     PyObject *first = PyTuple_GET_ITEM(route, 0);

@@ -297,19 +297,22 @@ class CongestionAwareBackend(AnalyticalBackend):
             else:
                 self._switch_base.append(None)
         self.devices_count = nxt
-        self._links: dict[tuple[int, int], Link] = {}
+        # keyed a * devices_count + b for the link a -> b: an int, not a tuple holding two ints,
+        # for each of the N^2 links of a FullyConnected run (tests/network/test_memory_held.py)
+        self._links: dict[int, Link] = {}
         self.time_zero_event: tuple[int, int, int] | None = None  # a message freeing its link at time 0
-        self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
+        # keyed src * npus + dst, as _links (network/_aware_links.c's PlainTransfer reads it so)
+        self._routes: dict[int, tuple[Link, ...]] = {}
         self._rings: "RingFlows | None" = None
         if _native is not None:  # the C hop: no Python call between a chunk's links
             self._on_chunk_arrived = _native.ChunkArrival(self._on_arrival, _chunk_meets_claim)
         self._graph = graph_flows(topo, lambda a, b, lid, lat, bpn, delays: PacketLink(
-            a, b, lid, lat, bpn, delays, self.queue.schedule, self._on_chunk_arrived,
+            a, b, lid, lat, bpn, delays, self.schedule, self._on_chunk_arrived,
             packet_bytes=packet_bytes))  # None: no topology file
         self._folded = False
         if _native is not None and self._graph is None and type(self)._transfer is CongestionAwareBackend._transfer:
             # _transfer's common case in C (a cached route, a free clock); the rest calls the method
-            self._transfer = _native.PlainTransfer(self._routes, self._transfer)
+            self._transfer = _native.PlainTransfer(self._routes, self._transfer, topo.npus_count)
 
     def fold(self, group) -> None:
         """An orbit run's quotient of a topology file's links (graph_links.GraphFlows.fold)."""
@@ -326,9 +329,7 @@ class CongestionAwareBackend(AnalyticalBackend):
             if self._folded:
                 ins = self._graph.ins[(src, dst)]
         else:
-            route = self._routes.get((src, dst))
-            if route is None:
-                route = self._routes[(src, dst)] = self._build_route(src, dst)
+            route = self._route(src, dst)
         link = route[0]
         if not self.queue.now and not self.time_zero_event and \
                 not link_serialization_ns(size_bytes, link.bytes_per_ns):
@@ -396,9 +397,13 @@ class CongestionAwareBackend(AnalyticalBackend):
                 self._graph.count(src, dst, size_bytes * count)
 
     def _route(self, src: int, dst: int) -> tuple[Link, ...]:
-        route = self._routes.get((src, dst))
+        n = self.topology.npus_count
+        if not (0 <= src < n and 0 <= dst < n):  # the key would name another pair
+            self._hops(src, dst)  # raises
+        key = src * n + dst
+        route = self._routes.get(key)
         if route is None:
-            route = self._routes[(src, dst)] = self._build_route(src, dst)
+            route = self._routes[key] = self._build_route(src, dst)
         return route
 
     # -- routing ------------------------------------------------------------------------
@@ -412,17 +417,20 @@ class CongestionAwareBackend(AnalyticalBackend):
 
     def link(self, src_device: int, dst_device: int) -> Link | None:
         """The link between two adjacent devices, if a message has used it."""
-        return self._links.get((src_device, dst_device))
+        if not (0 <= src_device < self.devices_count and 0 <= dst_device < self.devices_count):
+            return None
+        return self._links.get(src_device * self.devices_count + dst_device)
 
     def _build_route(self, src: int, dst: int) -> tuple[Link, ...]:
         links = []
+        devices = self.devices_count
         for dim, a, b in self._hops(src, dst):
-            link = self._links.get((a, b))
+            link = self._links.get(a * devices + b)
             if link is None:
                 d = self._dims[dim]
-                link = self._links[(a, b)] = Link(
+                link = self._links[a * devices + b] = Link(
                     a, b, dim, d.latency_ns, self._bytes_per_ns[dim], self._delays[dim],
-                    self.queue.schedule, self._on_chunk_arrived,
+                    self.schedule, self._on_chunk_arrived,  # one bound method for all links
                 )
             links.append(link)
         return tuple(links)

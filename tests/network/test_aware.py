@@ -309,7 +309,7 @@ def test_the_c_transfer_sends_as_the_python_one_and_falls_back_where_it_must():
     b = CongestionAwareBackend(net(["Switch"], [4], [bw], [lat]))
     b.queue.schedule(3, b.exchange, 0, 1, 1, size, 5, None, print, None)  # time 3: builds and caches the route
     b.run()
-    b._routes[(0, 1)][0].claim_until = b.now() + 1000
+    b._route(0, 1)[0].claim_until = b.now() + 1000
     with pytest.raises(FastPathConflict, match="batched ring phase"):
         b.queue.schedule(5, b.exchange, 0, 1, 1, size, 6, None, print, None)
         b.run()
@@ -317,8 +317,9 @@ def test_the_c_transfer_sends_as_the_python_one_and_falls_back_where_it_must():
 
 def test_the_c_transfer_remembers_found_routes_only() -> None:
     """PlainTransfer keeps the routes it found by (src, dst) as C integers: once found in the
-    backend's dict, a route is taken from C again (a route changed in the dict afterwards, which
-    aware.py never does, shows it); ranks beyond 64 bits use the dict every time."""
+    backend's dict (keyed src * npus + dst), a route is taken from C again (a route changed in the
+    dict afterwards, which aware.py never does, shows it); a rank outside 0 .. npus - 1 goes to
+    the method every time, whatever the dict holds under the key it would make."""
     from network.event_queue import native_module
 
     native = native_module()
@@ -329,16 +330,31 @@ def test_the_c_transfer_remembers_found_routes_only() -> None:
     for i, t in enumerate((3, 10**6, 2 * 10**6)):  # built by the Python method, found in the dict, remembered
         b.queue.schedule(t, b.send, 0, 1, MB, i, done.append, i)
     b.run()
-    b._routes[(0, 1)] = ("not a link",)  # the Python method would fail on it
+    assert set(b._routes) == {0 * 4 + 1}
+    b._routes[0 * 4 + 1] = ("not a link",)  # the Python method would fail on it
     b.queue.schedule(5, b.send, 0, 1, MB, 9, done.append, 9)
     b.run()
     assert done == [0, 1, 2, 9]
 
     calls: list = []
-    t = native.PlainTransfer({(1 << 70, 1): ("not a link",)}, lambda *a: calls.append(a[:2]))
-    t(1 << 70, 1, 8, None)
-    t(1 << 70, 1, 8, None)
-    assert calls == [(1 << 70, 1)] * 2
+    t = native.PlainTransfer({k: ("not a link",) for k in range(-8, 32)}, lambda *a: calls.append(a[:2]), 4)
+    outside = [(1 << 70, 1), (1 << 70, 1), (-1, 1), (4, 0), (0, 4), (1, -3), (True, 1)]
+    for src, dst in outside:
+        t(src, dst, 8, None)
+    assert calls == outside
+    with pytest.raises(ValueError):
+        native.PlainTransfer({}, print, 0)
+
+
+def test_a_rank_outside_the_topology_names_no_other_pair() -> None:
+    """_routes is keyed src * npus + dst: rank 0 -> 4 of 4 NPUs would be the key of 1 -> 0."""
+    b = CongestionAwareBackend(net(["FullyConnected"], [4], [50.0], [500.0]))
+    b.queue.schedule(3, b.send, 1, 0, MB, 1, print, None)
+    b.run()
+    for src, dst in ((0, 4), (-1, 3), (4, 0)):
+        b.queue.schedule(5, b.send, src, dst, MB, 2, print, None)
+        with pytest.raises(ValueError, match="outside"):
+            b.run()
 
 
 def test_a_subclass_that_overrides_transfer_keeps_its_own():
