@@ -72,6 +72,18 @@ def _topology_case(generator: dict, npus: int, size: int = 1 << 20, collective: 
             "collective": collective, "size": size, "extra": []}
 
 
+def _direct_cases() -> dict[str, dict]:
+    cases = {}
+    for short, collective in (("ar", "ALL_REDUCE"), ("a2a", "ALL_TO_ALL")):
+        for kind, label in (("Switch", "switch"), ("FullyConnected", "fc")):
+            for npus in (256, 512, 1024):
+                for tail, extra in (("", ()), ("-general", ("--no-symmetry",))):
+                    cases[f"direct-{short}-{label}{npus}-aware{tail}"] = _collective_case(
+                        [(kind, npus)], extra, backend="congestion-aware", impl="direct", collective=collective,
+                        size=1 << 20)
+    return cases
+
+
 def _irregular_case(npus: int, kind: str = "Switch", backend: str = "congestion-aware", impl: str = "ring",
                     dims: list[tuple[str, int]] | None = None) -> dict:
     """Issue 26's irregular layout: tp groups of 4 (ring all-reduce), each rank sending to its
@@ -250,13 +262,9 @@ CASES: dict[str, dict] = {
     "ring4096-general": _collective_case([("Ring", 4096)], ("--no-symmetry",)),
     "ring3d-4096": _collective_case([("Ring", 16), ("Ring", 16), ("Ring", 16)]),
     "switch3d-4096": _collective_case([("Switch", 16), ("Switch", 16), ("Switch", 16)]),
-    # issue 26: no shortcut covers these, every rank runs every message (aware, direct; 1 MiB)
-    "direct-ar-switch256-aware": _collective_case([("Switch", 256)], backend="congestion-aware", impl="direct",
-                                                  size=1 << 20),
-    "direct-ar-fc256-aware": _collective_case([("FullyConnected", 256)], backend="congestion-aware", impl="direct",
-                                              size=1 << 20),
-    "direct-a2a-switch256-aware": _collective_case([("Switch", 256)], backend="congestion-aware", impl="direct",
-                                                   collective="ALL_TO_ALL", size=1 << 20),
+    # issue 26: direct all-reduce and all-to-all, aware, 1 MiB, at 256-1,024 NPUs; the -general
+    # rows simulate every rank (--no-symmetry), the others let a shortcut take what it can prove
+    **_direct_cases(),
     "dbt-ar-switch256": _collective_case([("Switch", 256)], ("--no-symmetry",), impl="doubleBinaryTree",
                                          size=1 << 20),
     # halving-doubling on an aware Ring: its partner pattern has no rotation symmetry, so every rank

@@ -252,3 +252,23 @@ def test_bench_jitter_moves_each_ranks_compute_within_its_bound(tmp_path: Path) 
     bench._jitter(tmp_path / "w", 3, 0.0)
     assert [[n.duration_micros for n in read_et(tmp_path / f"w.{r}.et")[1] if n.type == pb.COMP_NODE]
             for r in range(3)] == got
+
+
+def test_bench_has_issue_26s_direct_cases_on_every_rank_and_with_shortcuts(tmp_path: Path) -> None:
+    """Direct all-reduce and all-to-all, congestion-aware, Switch and FullyConnected at 256-1,024
+    NPUs; a -general row runs every rank (--no-symmetry). The 256-NPU pair's prepared commands say so."""
+    for short, collective in (("ar", "ALL_REDUCE"), ("a2a", "ALL_TO_ALL")):
+        for label, kind in (("switch", "Switch"), ("fc", "FullyConnected")):
+            for npus in (256, 512, 1024):
+                for tail in ("", "-general"):
+                    case = bench.case_by_name(f"direct-{short}-{label}{npus}-aware{tail}")
+                    assert (case["collective"], case["impl"], case["backend"], case["dims"]) == (
+                        collective, "direct", "congestion-aware", [(kind, npus)])
+                    assert ("--no-symmetry" in case["extra"]) == (tail == "-general")
+    for tail in ("", "-general"):
+        prepared = subprocess.run(
+            [sys.executable, "-m", "dtsim_tools.bench", "--prepare", f"direct-a2a-fc256-aware{tail}",
+             str(tmp_path / (tail.strip("-") or "plain")), str(EXAMPLES)],
+            capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+        ours = json.loads(prepared)["ours"]
+        assert ("--no-symmetry" in ours) == (tail == "-general") and "congestion-aware" in ours
