@@ -479,7 +479,11 @@ def _prepare(name: str, case: dict, work: Path, examples: Path) -> Prepared:
 
 # a simulator's wall and peak RSS (ours and ASTRA-sim's alike), taken by a small Python started for
 # the purpose: ru_maxrss of a child holds its parent's RSS at fork, so the parent must be small, and
-# posix_spawn then wait4 time the whole process and nothing else
+# posix_spawn then wait4 time the whole process and nothing else. It is started with the parent's
+# descriptors left open, as a shell starts a command (SPAWN): started with close_fds=True instead,
+# ASTRA-sim's binary (two threads) ran 10-30% slower here than from a shell or farm-bench, which
+# flattered every ratio of a small case
+_SPAWN = {"close_fds": False}
 _SPAWNER = """\
 import json, os, sys, time
 t = time.perf_counter()
@@ -505,7 +509,7 @@ def _run_ours(prep: Prepared) -> dict:
         with tempfile.TemporaryFile() as out:
             p = subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-m",
                                 "system.main", *prep.ours, *extra],
-                               stdout=out, stderr=subprocess.PIPE, text=False, env=_child_env())
+                               stdout=out, stderr=subprocess.PIPE, text=False, env=_child_env(), **_SPAWN)
             out.seek(0)
             text = out.read()
         m = json.loads(measured.read_text()) if measured.exists() else {"code": p.returncode}
@@ -554,7 +558,7 @@ def _run_astra(bin_dir: Path, prep: Prepared, work: Path) -> dict:
     measured.unlink(missing_ok=True)
     with tempfile.TemporaryFile() as out:
         proc = subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), str(exe), *prep.astra,
-                               f"--logging-folder={logs}"], cwd=work, stdout=out, stderr=subprocess.STDOUT)
+                               f"--logging-folder={logs}"], cwd=work, stdout=out, stderr=subprocess.STDOUT, **_SPAWN)
         out.seek(0)
         text = out.read()
     m = json.loads(measured.read_text()) if measured.exists() else {"code": proc.returncode}
@@ -581,7 +585,7 @@ def _interpreter_floor(repeat: int) -> dict:
         measured = Path(t) / "m.json"
         for _ in range(max(5, repeat)):
             subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-c", "pass"],
-                           env=_child_env(), check=True)
+                           env=_child_env(), check=True, **_SPAWN)
             runs.append(json.loads(measured.read_text()))
     hooks = []
     for folder in site.getsitepackages() + [site.getusersitepackages()]:

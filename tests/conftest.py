@@ -76,6 +76,15 @@ def shared_anchors() -> Path:
 
 
 @pytest.fixture
+def batch_every_ring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ring batcher on phases of any length: the tests of its equality with the event path run
+    it on small rings, which a run sends on the event path (ring_batch.MIN_STEPS: faster there)."""
+    from system.shortcuts import ring_batch
+
+    monkeypatch.setattr(ring_batch, "MIN_STEPS", 1)
+
+
+@pytest.fixture
 def example_args() -> list[str]:
     return [
         "--workload", str(EXAMPLES / "workload" / "all_reduce_8npus_1MB" / "all_reduce"),

@@ -49,6 +49,13 @@ _NUMPY_MIN_WORK = 2048
 #: batched work stays below this (a 64-rank layout's few ring phases) never needs numpy, and one
 #: that goes past it pays at most about twice what knowing its total work ahead would have cost
 _PYTHON_WORK_BEFORE_NUMPY = 250_000
+#: on the congestion-unaware network a phase of fewer steps runs on the event path: joining the
+#: batch costs a rank some 10 µs of Python, a step of the event path some three events in C
+#: (0.3-0.5 µs each), so the rings of 2-4 ranks that tensor-parallel groups make (2-6 steps) ran
+#: slower batched (a 64-rank layout of such groups: 5-10% of its wall). Not on the
+#: congestion-aware one, whose batcher is proved only where every ring phase of the run is
+#: batched (prove_on_pipes)
+MIN_STEPS = 8
 #: the unaware recurrence in C (None: not compiled, or DTSIM_PURE_PYTHON=1)
 _RING_RECURRENCE = None if SYS_CORE is None else SYS_CORE.ring_recurrence
 #: decline the congestion-aware batcher on a built-in topology where a collective's ranks run
@@ -172,7 +179,7 @@ class RingBatcher:
             return False  # the recurrence is the Ring algorithm's; Direct (a Ring subclass) sends otherwise
         sys = algo.sys
         steps = algo.stream_count
-        if steps <= 0:
+        if steps <= 0 or steps < MIN_STEPS and self._delay is not None:
             return False
         if not algo.msg_size:
             sys.note_zero_message(algo.stream)  # what Sys.collective_send_recv would note

@@ -20,6 +20,8 @@ from system.config import SystemConfig
 from system.main import run_simulation
 from workload.builder import write_collective_microbenchmark
 
+pytestmark = pytest.mark.usefixtures("batch_every_ring")  # small rings, batched (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

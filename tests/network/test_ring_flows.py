@@ -13,6 +13,8 @@ from network.config import NetworkConfig
 from system.simulation import run_simulation
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 
+pytestmark = pytest.mark.usefixtures("batch_every_ring")  # small rings, batched (conftest.py)
+
 MB = 1 << 20
 
 

@@ -174,6 +174,7 @@ def test_dimension_left_out_by_a_short_implementation_list_warns_once(tmp_path: 
     assert _left_out_warnings(b.write(tmp_path / "both.et"), net, full)[0] == []
 
 
+@pytest.mark.usefixtures("batch_every_ring")  # its 4-rank phases, batched (conftest.py)
 def test_verify_shortcuts_names_both_answers(tmp_path: Path, monkeypatch) -> None:
     prefix = _direct1(tmp_path)
     net, cfg = _net(["Ring"], [4]), _sys(all_gather_implementation=["direct1"])

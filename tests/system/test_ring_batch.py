@@ -23,6 +23,8 @@ from system.shortcuts import ring_batch
 from system.sys_core import SYS_CORE
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 
+pytestmark = pytest.mark.usefixtures("batch_every_ring")  # small rings, batched (conftest.py)
+
 COLLS = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"]
 KINDS = ["Ring", "FullyConnected", "Switch"]
 

@@ -1,0 +1,52 @@
+"""Short ring phases go on the event path on the congestion-unaware network (ring_batch.MIN_STEPS),
+long ones are batched: one run mixes both, and its cycles are the event path's on every rank. The
+congestion-aware batcher, proved only where every ring phase is batched, still takes them all."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from network.config import NetworkConfig
+from system.config import SystemConfig
+from system.main import run_simulation
+from system.shortcuts import ring_batch
+from workload.builder import GraphBuilder
+
+
+def _two_rings(tmp: Path, small: int, npus: int, uneven: bool) -> str:
+    """Every rank: an all-reduce on its group of ``small`` ranks (a tensor-parallel group), then
+    compute (``uneven``: longer on each rank), then an all-reduce on all ``npus``."""
+    for r in range(npus):
+        b = GraphBuilder()
+        a = b.collective("tp", "ALL_REDUCE", 1 << 20, pg_name="1" if r < small else "2")
+        c = b.comp("layer", 1_000 * (r + 1 if uneven else 1), deps=[a])
+        b.collective("dp", "ALL_REDUCE", 1 << 22, deps=[c])
+        b.write(tmp / "w", r)
+    (tmp / "groups.json").write_text(
+        '{"1": %s, "2": %s}' % (list(range(small)), list(range(small, npus))))
+    return str(tmp / "w")
+
+
+@pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
+def test_short_phases_take_the_event_path_and_long_ones_are_batched(tmp_path: Path, backend: str) -> None:
+    npus, small = 8, 4  # the groups' rings: 2·3 steps each; the world's: 2·7
+    steps_small, steps_world = 2 * (small - 1), 2 * (npus - 1)
+    assert steps_small < ring_batch.MIN_STEPS <= steps_world  # what the default makes of them
+    # the congestion-aware batcher declines uneven compute on a built-in topology (ring_batch.prove_on_pipes)
+    spec = _two_rings(tmp_path, small, npus, uneven=backend == "congestion-unaware")
+    # on a Ring the two groups' rings share links, where the congestion-aware batcher gives up at run time
+    topology = "Ring" if backend == "congestion-unaware" else "Switch"
+    net = NetworkConfig.from_dict({"topology": [topology], "npus_count": [npus], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 1, "local-mem-bw": 1600,
+                                  "all-reduce-implementation": ["ring"]})
+    kw = dict(backend=backend, comm_groups=str(tmp_path / "groups.json"), symmetry=False)
+    mixed = run_simulation(spec, net, cfg, **kw)
+    plain = run_simulation(spec, net, cfg, batching=False, **kw)
+    assert mixed.finish_ns == plain.finish_ns
+    assert plain.inputs["batched_ring_messages"] == 0
+    assert plain.network_stats["messages"] == npus * (steps_small + steps_world)
+    if backend == "congestion-unaware":  # the world's phase alone: the groups' 2·3 messages a rank were events
+        assert mixed.inputs["batched_ring_messages"] == npus * steps_world
+    else:
+        assert mixed.inputs["batched_ring_messages"] == plain.network_stats["messages"]
