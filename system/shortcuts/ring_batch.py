@@ -51,11 +51,12 @@ _NUMPY_MIN_WORK = 2048
 _PYTHON_WORK_BEFORE_NUMPY = 250_000
 #: on the congestion-unaware network a phase of fewer steps runs on the event path: joining the
 #: batch costs a rank some 10 µs of Python, a step of the event path some three events in C
-#: (0.3-0.5 µs each), so the rings of 2-4 ranks that tensor-parallel groups make (2-6 steps) ran
-#: slower batched (a 64-rank layout of such groups: 5-10% of its wall). Not on the
-#: congestion-aware one, whose batcher is proved only where every ring phase of the run is
+#: (0.3-0.5 µs each), so the rings of 2 ranks that tensor-parallel groups make (2 steps; all-gathers
+#: of 3 ranks) ran slower batched (a 64-rank layout of such groups: 5-10% of its wall), where rings
+#: of 4 (6 steps) ran as fast either way and 8 or more faster batched. Not on the
+#: congestion-aware network, whose batcher is proved only where every ring phase of the run is
 #: batched (prove_on_pipes)
-MIN_STEPS = 8
+MIN_STEPS = 4
 #: the unaware recurrence in C (None: not compiled, or DTSIM_PURE_PYTHON=1)
 _RING_RECURRENCE = None if SYS_CORE is None else SYS_CORE.ring_recurrence
 #: decline the congestion-aware batcher on a built-in topology where a collective's ranks run
