@@ -830,8 +830,10 @@ def _draw_summary(rows: list[dict], with_astra: bool) -> str:
     ratios = sorted(r["wall_ratio"] for r in compared if "wall_ratio" in r)
     if ratios:
         leaner = sum(1 for r in compared if r["rss_mb"] <= r["astra_sim"]["rss_mb"])
-        text += (f"; wall ratio median {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x); "
-                 f"peak RSS at most ASTRA-sim's in {leaner} of {len(compared)}")
+        slower = [r["case"] for r in compared if r.get("wall_ratio", 0) > 1.0]
+        text += (f"; wall ratio median {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x), "
+                 f"above 1.0x in {len(slower)} of {len(ratios)}" + (f" ({', '.join(slower)})" if slower else "")
+                 + f"; peak RSS at most ASTRA-sim's in {leaner} of {len(compared)}")
     return text
 
 

@@ -272,3 +272,19 @@ def test_bench_has_issue_26s_direct_cases_on_every_rank_and_with_shortcuts(tmp_p
             capture_output=True, text=True, check=True).stdout.splitlines()[-1]
         ours = json.loads(prepared)["ours"]
         assert ("--no-symmetry" in ours) == (tail == "-general") and "congestion-aware" in ours
+
+
+def test_draw_summary_names_the_layouts_slower_than_astra_sim() -> None:
+    from dtsim_tools import bench
+
+    def row(case: str, ratio: float, equal: bool = True) -> dict:
+        return {"case": case, "wall_ratio": ratio, "cycles_equal": equal, "rss_mb": 10.0,
+                "astra_sim": {"rss_mb": 12.0}}
+
+    rows = [row("draw-1-0-64", 0.5), row("draw-1-1-64", 1.12), row("draw-1-2-64", 0.9, equal=False),
+            {"case": "draw-1-3-64", "failed": True}, row("draw-1-4-64", 1.04)]
+    text = bench._draw_summary(rows, True)
+    assert "drawn: 5 layouts, 1 failed here" in text
+    assert "cycles equal on every rank in 3 of them" in text
+    assert "wall ratio median 0.97x (0.50-1.12x), above 1.0x in 2 of 4 (draw-1-1-64, draw-1-4-64)" in text
+    assert "above 1.0x in 0 of 1;" in bench._draw_summary([row("draw-1-0-64", 1.0)], True)
