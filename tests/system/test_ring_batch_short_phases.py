@@ -36,9 +36,7 @@ def test_short_phases_take_the_event_path_and_long_ones_are_batched(tmp_path: Pa
     assert steps_small < ring_batch.MIN_STEPS <= steps_world  # what the default makes of them
     # the congestion-aware batcher declines uneven compute on a built-in topology (ring_batch.prove_on_pipes)
     spec = _two_rings(tmp_path, small, npus, uneven=backend == "congestion-unaware")
-    # on a Ring the two groups' rings share links, where the congestion-aware batcher gives up at run time
-    topology = "Ring" if backend == "congestion-unaware" else "Switch"
-    net = NetworkConfig.from_dict({"topology": [topology], "npus_count": [npus], "bandwidth": [50], "latency": [500]})
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [50], "latency": [500]})
     cfg = SystemConfig.from_dict({"preferred-dataset-splits": 1, "local-mem-bw": 1600,
                                   "all-reduce-implementation": ["ring"]})
     kw = dict(backend=backend, comm_groups=str(tmp_path / "groups.json"), symmetry=False)
