@@ -127,3 +127,81 @@ done:
     PyMem_Free(pred);
     return result;
 }
+
+/* hd_recurrence(starts, partners, delays, extra, steps): system/shortcuts/hd_batch.py's phase, the
+ * recurrence above with a partner per step: rank i's j-th receive completes at
+ * max(partner's j-th send + the flow's delay, its own j-th send), its first send is
+ * ``extra[0]`` after its start and its next one ``extra[j + 1]`` after its j-th receive. ``partners``
+ * and ``delays`` hold ``steps`` rows of n, step after step. Each rank's last receive time, or None
+ * where some time would leave int64 (the batcher then gives the phase to the event path). */
+PyObject *dtsim_hd_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "hd_recurrence(starts, partners, delays, extra, steps)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[0]);
+    Py_ssize_t steps = PyLong_AsSsize_t(args[4]);
+    if (steps == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1 || steps < 0 || steps > PY_SSIZE_T_MAX / n / 2) {
+        PyErr_SetString(PyExc_ValueError, "hd_recurrence: no ranks, or a negative or huge number of steps");
+        return NULL;
+    }
+    Py_ssize_t cells = steps * n;
+    int64_t *t = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + cells + steps + 1));
+    int64_t *r = t ? t + n : NULL, *d = t ? r + n : NULL, *extra = t ? d + cells : NULL;
+    Py_ssize_t *p = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(cells ? cells : 1));
+    PyObject *result = NULL;
+    if (!t || !p) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int rc = read_ints(args[0], n, t, "starts");
+    if (rc == 1) rc = read_ints(args[2], cells, d, "delays");
+    if (rc == 1) rc = read_ints(args[3], steps + 1, extra, "extra");
+    if (rc < 0) goto done;
+    if (rc == 0) goto decline;
+    if (!PyList_Check(args[1]) || PyList_GET_SIZE(args[1]) != cells) {
+        PyErr_Format(PyExc_TypeError, "hd_recurrence: partners must be a list of %zd ints", cells);
+        goto done;
+    }
+    for (Py_ssize_t c = 0; c < cells; c++) {
+        Py_ssize_t q = PyLong_AsSsize_t(PyList_GET_ITEM(args[1], c));
+        if (q == -1 && PyErr_Occurred()) goto done;
+        if (q < 0 || q >= n) {
+            PyErr_SetString(PyExc_ValueError, "hd_recurrence: a partner outside the ring");
+            goto done;
+        }
+        p[c] = q;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (__builtin_add_overflow(t[i], extra[0], &t[i])) goto decline;
+    for (Py_ssize_t j = 0; j < steps; j++) {
+        const Py_ssize_t *pj = p + j * n;
+        const int64_t *dj = d + j * n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t a;
+            if (__builtin_add_overflow(t[pj[i]], dj[i], &a)) goto decline;
+            r[i] = a > t[i] ? a : t[i];
+        }
+        int64_t e = j + 1 < steps ? extra[j + 1] : 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (__builtin_add_overflow(r[i], e, &t[i])) goto decline;
+    }
+    result = PyList_New(n);
+    if (!result) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(t[i]);
+        if (!v) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, v);
+    }
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(t);
+    PyMem_Free(p);
+    return result;
+}

@@ -7,4 +7,7 @@
 /* ring_recurrence(starts, pred, delays, endpoint, extra, steps) -> list[int] | None */
 PyObject *dtsim_ring_recurrence(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* hd_recurrence(starts, partners, delays, extra, steps) -> list[int] | None (hd_batch.py) */
+PyObject *dtsim_hd_recurrence(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

@@ -60,8 +60,9 @@ static PyTypeObject *ring_type, *stream_type, *phase_type, *dataset_type;
 enum { D_MIDDLE, D_PENDING, D_RECV_INDEX, D_SEND_INDEX, D_STEP, D_TOPOLOGY, D_N };
 static const char *direct_slots[D_N] = {"middle_point", "pending", "_receiver_index", "_sender_index", "_step",
                                         "topology"};
-enum { T_LOCAL, T_INDEX, T_NODES, T_LIST, T_BASE, T_OFFSET, T_N };
-static const char *topo_slots[T_N] = {"local", "index_in_ring", "nodes_in_ring", "_list", "_base", "_offset"};
+enum { T_LOCAL, T_INDEX, T_NODES, T_LIST, T_BASE, T_OFFSET, T_IDENTITY, T_N };
+static const char *topo_slots[T_N] = {"local", "index_in_ring", "nodes_in_ring", "_list", "_base", "_offset",
+                                      "_identity"};
 static PyTypeObject *direct_type, *topo_type;
 static Py_ssize_t direct_off[D_N], topo_off[T_N];
 /* HalvingDoubling (system/collective/halving_doubling.py), a PacketAlgorithm with these slots more */
@@ -92,7 +93,7 @@ static PyObject *stream_init_method = NULL, *algorithm_init_method = NULL, *str_
 static Py_ssize_t stream_owner_off, algo_stream_off, algo_sys_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
 static PyObject *empty_tuple, *str_now, *str_exit, *str_run_general, *str_on_packet_received,
-    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py, *str_register_event;
+    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py, *str_register_event, *str_identity;
 
 static int slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
     PyObject *descr = PyObject_GetAttrString((PyObject *)tp, name);
@@ -157,6 +158,10 @@ typedef struct {
     PyObject *su;         /* the Sys's SchedulerUnit */
     PyObject *sysdict;    /* the Sys's __dict__: first_phase_streams, total_running_streams, ... */
     PyObject *py_proceed; /* Sys.proceed_to_next_vnet_baseline, the Python function, for other streams */
+    /* set by enable_hd_batch (system/shortcuts/hd_batch.py): halving-doubling phases join here */
+    PyObject *hd_open;    /* phase key -> [(start ns, algorithm), ...] */
+    PyObject *hd_advance; /* HdBatcher.advance(key, entries) */
+    long long hd_min_steps;
 } SysFast;
 
 static int proceed(SysFast *f, PyObject *stream);
@@ -1138,12 +1143,82 @@ static int dataset_stream_finished(SysFast *f, PyObject *ds) {
 
 static int insert_packet(SysFast *f, PyObject *a, int kind);
 
+/* a stream's dataset label, a new reference (NULL: not our classes' exact types, no error) */
+static PyObject *label_of(PyObject *stream) {
+    if (!stream || !Py_IS_TYPE(stream, stream_type)) return NULL;
+    PyObject *ds = SLOT(stream, stream_off[S_DATASET]);
+    if (!ds || !Py_IS_TYPE(ds, dataset_type)) return NULL;
+    return Py_XNewRef(SLOT(ds, dataset_label_off));
+}
+
+/* HalvingDoubling.run_stream_init where the batcher takes the phase (system/shortcuts/hd_batch.py):
+ * the rank's (start, algorithm) joins its phase's entry list, and the last rank to join hands the
+ * list to the batcher. 1 joined, 0 the event path's (a phase of too few messages, a zero-byte
+ * message or a zero endpoint delay, which the event path notes; another class), -1 error. */
+static int hd_join(SysFast *f, PyObject *a) {
+    long long steps, n, now;
+    if (get_ll(a, A_STREAM_COUNT, &steps) < 0 || get_ll(a, A_NODES, &n) < 0) return -1;
+    if (steps < f->hd_min_steps || steps < 1 || n < 2) return 0;
+    PyObject *size = get(a, algo_off[A_MSG_SIZE], "msg_size"), *fast = get(a, algo_off[A_FAST], "fast"),
+             *stream = get(a, algo_off[A_STREAM], "stream"), *ct = get(a, algo_off[A_COM_TYPE], "com_type"),
+             *topo = get(a, hd_off[H_TOPOLOGY], "topology");
+    if (!size || !fast || !stream || !ct || !topo) return -1;
+    int isfast = PyObject_IsTrue(fast), zero = PyObject_Not(size);
+    if (isfast < 0 || zero < 0) return -1;
+    if (zero || (!isfast && !f->endpoint_delay) || !Py_IS_TYPE(topo, topo_type)) return 0;
+    PyObject *label = label_of(stream);
+    if (!label) return PyErr_Occurred() ? -1 : 0;
+    PyObject *ident = SLOT(topo, topo_off[T_IDENTITY]);
+    ident = ident && ident != Py_None ? Py_NewRef(ident) : PyObject_GetAttr(topo, str_identity);
+    PyObject *key = ident ? PyTuple_Pack(5, SLOT(stream, stream_off[S_STREAM_ID]), ident, size, ct, fast) : NULL;
+    Py_XDECREF(ident);
+    PyObject *entries = NULL, *entry = NULL;
+    int r = -1;
+    if (!key || now_of(f, &now) < 0) goto done;
+    entries = PyDict_GetItemWithError(f->hd_open, key);
+    if (entries) {
+        Py_INCREF(entries);
+    } else {
+        if (PyErr_Occurred() || !(entries = PyList_New(0)) || PyDict_SetItem(f->hd_open, key, entries) < 0) goto done;
+    }
+    PyObject *t = PyLong_FromLongLong(now);
+    entry = t ? PyTuple_Pack(2, t, a) : NULL;
+    Py_XDECREF(t);
+    if (!entry || PyList_Append(entries, entry) < 0) goto done;
+    Py_ssize_t joined = PyList_GET_SIZE(entries);
+    int same = 1;
+    if (joined > 1) { /* another collective's phase under the same key: the batcher abandons it */
+        PyObject *first = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, 0), 1);
+        PyObject *other = label_of(SLOT(first, algo_off[A_STREAM]));
+        same = other ? PyObject_RichCompareBool(label, other, Py_EQ) : 0;
+        Py_XDECREF(other);
+        if (same < 0) goto done;
+    }
+    if (joined == n || !same) {
+        if (PyDict_DelItem(f->hd_open, key) < 0) goto done;
+        PyObject *res = PyObject_CallFunctionObjArgs(f->hd_advance, key, entries, NULL);
+        if (!res) goto done;
+        Py_DECREF(res);
+    }
+    r = 1;
+done:
+    Py_DECREF(label);
+    Py_XDECREF(key);
+    Py_XDECREF(entries);
+    Py_XDECREF(entry);
+    return r;
+}
+
 /* algorithm.run_stream_init(): for ours, PacketAlgorithm's parallel_reduce insertions, unless a
  * Ring's batcher (system/shortcuts/ring_batch.py) may take the phase */
 static int run_stream_init(SysFast *f, PyObject *algo) {
     int kind = ours(f, algo);
     if (kind) {
         int plain = 1;
+        if (kind == 3 && f->hd_open) {
+            int joined = hd_join(f, algo);
+            if (joined) return joined < 0 ? -1 : 0;
+        }
         if (kind != 3) { /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it */
             PyObject *b = PyDict_GetItemWithError(f->sysdict, str_ring_batcher);
             if (!b && PyErr_Occurred()) return -1;
@@ -1456,6 +1531,44 @@ static PyObject *SysFast_enable_scheduling(SysFast *f, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
+/* enable_hd_batch(open, advance, min_steps): halving-doubling phases join the batcher's lists */
+static PyObject *SysFast_enable_hd_batch(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 3 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "enable_hd_batch(open: dict, advance, min_steps: int)");
+        return NULL;
+    }
+    long long m = PyLong_AsLongLong(args[2]);
+    if (m == -1 && PyErr_Occurred()) return NULL;
+    Py_XSETREF(f->hd_open, Py_NewRef(args[0]));
+    Py_XSETREF(f->hd_advance, Py_NewRef(args[1]));
+    f->hd_min_steps = m;
+    Py_RETURN_NONE;
+}
+
+/* finish_hd(algorithm, messages, processed, size): a batched halving-doubling phase's hand-back at
+ * its last receive. Every message is out and in, as on the event path there; its last packet
+ * (``processed``, ``size``: what the event path's last insertion carries) goes through the memory
+ * bus and ends the phase as there (HalvingDoubling's run_general, then its exit). */
+static PyObject *SysFast_finish_hd(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    if (n != 4 || ours(f, args[0]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "finish_hd(algorithm: this Sys's HalvingDoubling, messages, processed, size)");
+        return NULL;
+    }
+    PyObject *a = args[0];
+    long long messages = PyLong_AsLongLong(args[1]);
+    if (messages == -1 && PyErr_Occurred()) return NULL;
+    PyObject *fast = get(a, algo_off[A_FAST], "fast"), *stream = get(a, algo_off[A_STREAM], "stream");
+    int isfast = fast ? PyObject_IsTrue(fast) : -1;
+    if (!stream || isfast < 0 || set_ll(a, A_RECEIVED, messages) < 0 || set_ll(a, A_STREAM_COUNT, 0) < 0 ||
+        set_ll(a, A_FREE_PACKETS, 0) < 0)
+        return NULL;
+    Py_INCREF(stream);
+    int r = mem_bus_transfer(f, stream, isfast, args[2], args[3]);
+    Py_DECREF(stream);
+    if (r < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef SysFast_methods[] = {
     {"mem_bus_transfer", (PyCFunction)(void (*)(void))SysFast_mem_bus_transfer, METH_FASTCALL,
      "Sys.mem_bus_transfer(stream, fast, needs_processing, size)"},
@@ -1475,6 +1588,10 @@ static PyMethodDef SysFast_methods[] = {
     {"schedule", (PyCFunction)SysFast_schedule, METH_O, "Sys.schedule(num)"},
     {"insert_into_ready_list", (PyCFunction)SysFast_insert_into_ready_list, METH_O,
      "Sys.insert_into_ready_list(stream)"},
+    {"enable_hd_batch", (PyCFunction)(void (*)(void))SysFast_enable_hd_batch, METH_FASTCALL,
+     "enable_hd_batch(open, advance, min_steps): halving-doubling phases join the batcher (hd_batch.py)"},
+    {"finish_hd", (PyCFunction)(void (*)(void))SysFast_finish_hd, METH_FASTCALL,
+     "finish_hd(algorithm, messages, processed, size): a batched halving-doubling phase's hand-back"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1550,6 +1667,8 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->su);
     Py_VISIT(f->sysdict);
     Py_VISIT(f->py_proceed);
+    Py_VISIT(f->hd_open);
+    Py_VISIT(f->hd_advance);
     Py_VISIT(Py_TYPE(f));
     return 0;
 }
@@ -1567,6 +1686,8 @@ static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->su);
     Py_CLEAR(f->sysdict);
     Py_CLEAR(f->py_proceed);
+    Py_CLEAR(f->hd_open);
+    Py_CLEAR(f->hd_advance);
     return 0;
 }
 
@@ -2008,6 +2129,9 @@ static PyMethodDef module_methods[] = {
     {"ring_recurrence", (PyCFunction)(void (*)(void))dtsim_ring_recurrence, METH_FASTCALL,
      "ring_recurrence(starts, pred, delays, endpoint, extra, steps): a batched ring phase's last receive per rank "
      "on the congestion-unaware network (system/shortcuts/ring_batch.py), None past int64"},
+    {"hd_recurrence", (PyCFunction)(void (*)(void))dtsim_hd_recurrence, METH_FASTCALL,
+     "hd_recurrence(starts, partners, delays, extra, steps): a batched halving-doubling phase's last receive per "
+     "rank (system/shortcuts/hd_batch.py)"},
     {"clone_slots", clone_slots, METH_O, "clone_slots(obj): a shallow copy of an object of slots only"},
     {"clone_fresh", clone_fresh, METH_O,
      "clone_fresh((obj, names)): clone_slots(obj) with a new empty container in each slot of names"},
@@ -2038,6 +2162,7 @@ static int exec_module(PyObject *m) {
             !(str_note_zero_message = PyUnicode_InternFromString("note_zero_message")) ||
             !(str_bundle_arrived_py = PyUnicode_InternFromString("_bundle_arrived")) ||
             !(str_register_event = PyUnicode_InternFromString("register_event")) ||
+            !(str_identity = PyUnicode_InternFromString("identity")) ||
             !(str_append = PyUnicode_InternFromString("append")) ||
             !(str_popleft = PyUnicode_InternFromString("popleft")) ||
             !(str_member_at = PyUnicode_InternFromString("member_at")) ||

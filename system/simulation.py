@@ -366,6 +366,11 @@ class _RankRun:
             systems.append(s)
             workloads.append(w)
             _check_wall(t0, max_wall_s, f"setting up rank {r} of {len(ranks)}")
+        hd = None
+        if batcher is not None and group is None and len(ranks) == npus:
+            from system.shortcuts.hd_batch import attach  # halving-doubling phases, where they can be batched
+
+            hd = attach(net_backend, systems)
         for w in workloads:
             w.fire()
             _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
@@ -386,6 +391,10 @@ class _RankRun:
         if batcher is not None:
             unmatched += batcher.open_phases()
             self.batched_messages = batcher.messages
+        if hd is not None:
+            hd.flush()
+            unmatched += hd.open_phases()
+            self.batched_messages += hd.messages
         if stuck or unmatched:  # a send nobody received is no success either
             raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
         if len(systems) == npus and self.groups_spec:  # group streams advance ASTRA-sim's world counter

@@ -89,6 +89,21 @@ class HalvingDoubling(PacketAlgorithm):
         index = _partner_index(self.topology.index_in_ring, self.rank_offset, self.nodes_in_ring)
         self.curr_receiver = self.curr_sender = self.topology.member_at(index)
 
+    def schedule(self) -> list[tuple[int, int, bool]]:
+        """(offset, size, carries a reduction) of each packet this phase inserts: its messages
+        1..stream_count, then the last packet; stepped on a copy of this algorithm (not yet
+        started) with the event path's own methods (for system/shortcuts/hd_batch.py)."""
+        from system.sys_core import SYS_CORE
+
+        shadow = self.fresh_copy(SYS_CORE.clone_slots)
+        per_group = int(math.log2(self.nodes_in_ring) - 1 * self.parallel_reduce)
+        out = []
+        for _ in range(self.stream_count + 1):
+            processed = shadow._take_packet(per_group)
+            out.append((shadow.rank_offset, shadow.msg_size, processed))
+            shadow._next_step()
+        return out
+
     # -- packets --------------------------------------------------------------------------
     def insert_packet(self) -> None:
         processed = self._take_packet(int(math.log2(self.nodes_in_ring) - 1 * self.parallel_reduce))

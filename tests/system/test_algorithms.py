@@ -53,11 +53,13 @@ def _collective(tmp: Path, comm_type: int, size: int = MB) -> Path:
     return p
 
 
-def _run(tmp: Path, comm_type: int, impl: str, topology: str, npus: int, splits: int = SPLITS) -> list[int]:
+def _run(tmp: Path, comm_type: int, impl: str, topology: str, npus: int, splits: int = SPLITS,
+         batching: bool = True) -> list[int]:
     """Finish time per rank, simulating every rank (and, where the run qualifies, checking that
-    the one-representative-rank fast path of system/shortcuts/representative.py agrees)."""
+    the one-representative-rank fast path of system/shortcuts/representative.py agrees). With
+    ``batching`` False every message is an event (the tests that log them)."""
     args = (_collective(tmp, comm_type), _network(tmp, topology, npus), _system(tmp, impl, splits))
-    every_rank = run_simulation(*args, backend="congestion-unaware", symmetry=False).finish_ns
+    every_rank = run_simulation(*args, backend="congestion-unaware", symmetry=False, batching=batching).finish_ns
     fast = run_simulation(*args, backend="congestion-unaware").finish_ns
     assert fast == every_rank
     return every_rank
@@ -180,7 +182,9 @@ def test_halving_doubling_reduce_scatter_and_all_gather_closed_forms(tmp_path: P
 
 def test_halving_doubling_partners_and_sizes(tmp_path: Path, sends: list) -> None:
     n = 8
-    _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "FullyConnected", n, splits=1)
+    # every message an event: batched phases (system/shortcuts/hd_batch.py) send none
+    plain = _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "FullyConnected", n, splits=1, batching=False)
+    assert _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "FullyConnected", n, splits=1) == plain
     c = MB
     # position 2: offset 1 clockwise (2/1 even) → 3; offset 2 anticlockwise (2/2 odd) → 0;
     # offset 4 clockwise → 6; then back: 6, 0, 3 with the sizes doubling

@@ -1,0 +1,154 @@
+"""Halving-doubling phases of every rank at once on the congestion-unaware network.
+
+There a message's delay depends on nothing but its pair and size, so one halving-doubling phase
+(system/collective/halving_doubling.py) is the ring batcher's max-plus recurrence
+(ring_batch.py) with a partner per step instead of a predecessor:
+
+* rank i's first message leaves at ``T_0[i] = S[i] + X_0`` (S: the phase's start on rank i;
+  ``X_j``: the endpoint delay, 10 on group rings, plus packet j's reduction if it carries one);
+* message j of rank i goes to, and comes from, its partner ``p_j(i)`` (the partners pair up);
+  it arrives at ``A = T_j[p_j(i)] + D_j(i)`` and its receive fires at
+  ``R_j[i] = max(A, T_j[i])`` (posted when rank i sent its own message j);
+* message j+1 leaves at ``R_j[i] + X_(j+1)``; after the last receive the last packet goes through
+  the memory bus and the phase exits on the event path, as a batched ring phase's does.
+
+The sizes, reductions and offsets come from stepping a copy of the rank's own algorithm with the
+event path's methods, once per shape. The per-rank work is in C (system/_sys_core.c: a rank's
+stream start joins its phase's entry list; the last rank to join hands the list here; each rank's
+hand-back is ``SysFast.finish_hd``), so a phase costs a call here and a recurrence in C
+(``hd_recurrence``) where the event path costs some three events per rank and message.
+
+Taken only where every rank runs (no orbit or representative run) and the C core is built; a
+phase the recurrence cannot prove (ranks of two collectives in one entry list, a rank in it
+twice) raises ``BatchAbandoned``, and the run is redone without batching.
+"""
+from __future__ import annotations
+
+from network.event_queue import MAX_TIME_NS
+from system.collective.halving_doubling import _partner_index as _hd_partner_index
+from system.shortcuts.ring_batch import BatchAbandoned
+from system.sys_core import SYS_CORE
+
+TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+#: phases of fewer messages run on the event path; 1 batches every phase (the equality tests)
+MIN_STEPS = 2
+_RECURRENCE = None if SYS_CORE is None else getattr(SYS_CORE, "hd_recurrence", None)
+
+
+def attach(backend: Any, systems: list[Any]) -> "HdBatcher | None":
+    """The halving-doubling batcher of a run where every rank runs on the congestion-unaware
+    network, attached to each rank's C core; None elsewhere."""
+    delay = getattr(backend, "fixed_delay_ns", None)
+    if delay is None or getattr(backend, "rep_of", None) is not None:
+        return None
+    hd = HdBatcher(delay, backend.schedule, backend.now, backend.account_flows)
+    return hd if hd.attach(systems) else None
+
+
+class HdBatcher:
+    """The halving-doubling phases of one run (every rank simulated, congestion-unaware).
+
+    ``open`` maps a phase's key to the ``(start ns, algorithm)`` of the ranks that joined it,
+    filled by the C core; ``advance`` takes a full list."""
+
+    def __init__(self, delay: Callable[[int, int, int], int], schedule: Any, now: Callable[[], int],
+                 account: Callable[[list, int, int], None]) -> None:
+        self._delay = delay
+        self._schedule = schedule
+        self._now = now
+        self._account = account
+        self.open: dict[tuple, list[tuple[int, Any]]] = {}
+        self._plans: dict[tuple, tuple] = {}
+        self._uses: dict[tuple, int] = {}  # plan → phases advanced with it (their traffic is booked by flush)
+        self.messages = 0
+
+    def attach(self, systems: list[Any]) -> bool:
+        """Let every rank's C core join its phases here; False where one has no C core."""
+        fasts = [getattr(s, "_fast", None) for s in systems]
+        if _RECURRENCE is None or any(f is None or not hasattr(f, "enable_hd_batch") for f in fasts):
+            return False
+        for f in fasts:
+            f.enable_hd_batch(self.open, self.advance, MIN_STEPS)
+        return True
+
+    def advance(self, key: tuple, entries: list[tuple[int, Any]]) -> None:
+        """The phase's last rank joined, or one of another collective under its key (the C core
+        compares each joiner's label with the first's and hands the list over at once): run it."""
+        first = entries[0][1]
+        n = first.nodes_in_ring
+        last_algo = entries[-1][1]
+        if last_algo.stream.dataset.label != first.stream.dataset.label:
+            raise BatchAbandoned(f"rank {last_algo.id}: halving-doubling phase of {last_algo.stream.dataset.label} "
+                                 f"meets one of {first.stream.dataset.label}")
+        algos: list[Any] = [None] * n
+        starts = [0] * n
+        for start, algo in entries:
+            i = algo.topology.index_in_ring
+            if algos[i] is not None:
+                raise BatchAbandoned(f"rank {algo.id}: two open halving-doubling phases share tag {key[0]}")
+            algos[i] = algo
+            starts[i] = start
+        shape = key[1:]  # the ring, size, type and group-ring flag: steps, sizes and partners follow
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = self._plans[shape] = self._make_plan(first, 10 if first.fast else first.sys.communication_delay)
+        partners, delays, extra, processed, size, _ = plan
+        steps = first.stream_count
+        last = _RECURRENCE(starts, partners, delays, extra, steps)
+        if last is None or max(last) > MAX_TIME_NS:
+            raise BatchAbandoned("a time past the 64-bit clock")
+        self._uses[shape] = self._uses.get(shape, 0) + 1
+        self.messages += n * steps
+        now = self._now()
+        schedule = self._schedule
+        for algo, t in zip(algos, last):
+            schedule(t - now, algo.sys._fast.finish_hd, algo, steps, processed, size)
+
+    def _make_plan(self, algo: Any, endpoint: int) -> tuple:
+        ids = algo.topology.members
+        n = len(ids)
+        steps = algo.stream_count
+        packets = algo.schedule()  # (offset, size, reduction) of messages 1..steps and the last packet
+        if any(size == 0 for _, size, _ in packets[:steps]):
+            # the event path notes them (ASTRA-sim aborts on them): its run is the one to keep
+            raise BatchAbandoned("a halving-doubling phase with 0-byte messages")
+        bw = algo.sys.local_mem_bw
+        if bw <= 0 and any(r for _, _, r in packets):
+            raise BatchAbandoned("a reduction with local-mem-bw <= 0: the event path reports it")
+        partners: list[int] = []
+        delays: list[int] = []
+        flows: list[tuple[list[tuple[int, int]], int]] = []
+        for offset, size, _ in packets[:steps]:
+            step = [_partner_index(i, offset, n) for i in range(n)]
+            if any(step[step[i]] != i for i in range(n)):
+                raise BatchAbandoned(f"a halving-doubling step of offset {offset} on {n} ranks does not pair up")
+            pairs = [(ids[step[i]], ids[i]) for i in range(n)]
+            partners += step
+            delays += [self._delay(a, b, size) for a, b in pairs]
+            flows.append((pairs, size))
+        extra = [endpoint + (3 * int(size / bw * 1e9) if r else 0) for _, size, r in packets]
+        return partners, delays, extra, packets[steps][2], packets[steps][1], flows
+
+    def flush(self) -> None:
+        """Book the batched phases' messages on the network (its byte counts for the report)."""
+        for key, uses in self._uses.items():
+            for pairs, size in self._plans[key][5]:
+                self._account(pairs, size, uses)
+        self._uses.clear()
+
+    def open_phases(self) -> list[str]:
+        """Phases still waiting for some of their ranks (for a stuck report)."""
+        out = []
+        for entries in self.open.values():
+            first = entries[0][1]
+            out.append(f"halving-doubling phase of {first.stream.dataset.label}: {len(entries)} of "
+                       f"{first.nodes_in_ring} ranks started")
+        return out
+
+
+def _partner_index(index: int, offset: int, n: int) -> int:
+    """HalvingDoubling._find_partner's ring position: the rank itself at offset 0."""
+    return index if offset == 0 else _hd_partner_index(index, offset, n)
