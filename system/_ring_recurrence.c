@@ -128,6 +128,26 @@ done:
     return result;
 }
 
+/* The halving-doubling recurrence on arrays: t holds each rank's start and gets its last receive;
+ * r is n cells of scratch. 0 done, 1 a time past int64. */
+int dtsim_hd_run(const int64_t *partners, const int64_t *delays, const int64_t *extra, Py_ssize_t n,
+                 Py_ssize_t steps, int64_t *t, int64_t *r) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (__builtin_add_overflow(t[i], extra[0], &t[i])) return 1;
+    for (Py_ssize_t j = 0; j < steps; j++) {
+        const int64_t *pj = partners + j * n, *dj = delays + j * n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t a;
+            if (__builtin_add_overflow(t[pj[i]], dj[i], &a)) return 1;
+            r[i] = a > t[i] ? a : t[i];
+        }
+        int64_t e = j + 1 < steps ? extra[j + 1] : 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (__builtin_add_overflow(r[i], e, &t[i])) return 1;
+    }
+    return 0;
+}
+
 /* hd_recurrence(starts, partners, delays, extra, steps): system/shortcuts/hd_batch.py's phase, the
  * recurrence above with a partner per step: rank i's j-th receive completes at
  * max(partner's j-th send + the flow's delay, its own j-th send), its first send is
@@ -142,16 +162,15 @@ PyObject *dtsim_hd_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args
     Py_ssize_t n = PyList_GET_SIZE(args[0]);
     Py_ssize_t steps = PyLong_AsSsize_t(args[4]);
     if (steps == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1 || steps < 0 || steps > PY_SSIZE_T_MAX / n / 2) {
+    if (n < 1 || steps < 0 || steps > PY_SSIZE_T_MAX / n / 4) {
         PyErr_SetString(PyExc_ValueError, "hd_recurrence: no ranks, or a negative or huge number of steps");
         return NULL;
     }
     Py_ssize_t cells = steps * n;
-    int64_t *t = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + cells + steps + 1));
-    int64_t *r = t ? t + n : NULL, *d = t ? r + n : NULL, *extra = t ? d + cells : NULL;
-    Py_ssize_t *p = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(cells ? cells : 1));
+    int64_t *t = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + 2 * cells + steps + 1));
+    int64_t *r = t ? t + n : NULL, *d = t ? r + n : NULL, *p = t ? d + cells : NULL, *extra = t ? p + cells : NULL;
     PyObject *result = NULL;
-    if (!t || !p) {
+    if (!t) {
         PyErr_NoMemory();
         goto done;
     }
@@ -173,20 +192,7 @@ PyObject *dtsim_hd_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args
         }
         p[c] = q;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (__builtin_add_overflow(t[i], extra[0], &t[i])) goto decline;
-    for (Py_ssize_t j = 0; j < steps; j++) {
-        const Py_ssize_t *pj = p + j * n;
-        const int64_t *dj = d + j * n;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t a;
-            if (__builtin_add_overflow(t[pj[i]], dj[i], &a)) goto decline;
-            r[i] = a > t[i] ? a : t[i];
-        }
-        int64_t e = j + 1 < steps ? extra[j + 1] : 0;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (__builtin_add_overflow(r[i], e, &t[i])) goto decline;
-    }
+    if (dtsim_hd_run(p, d, extra, n, steps, t, r)) goto decline;
     result = PyList_New(n);
     if (!result) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -202,6 +208,5 @@ decline:
     result = Py_NewRef(Py_None);
 done:
     PyMem_Free(t);
-    PyMem_Free(p);
     return result;
 }

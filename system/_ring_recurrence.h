@@ -3,11 +3,15 @@
 #ifndef DTSIM_RING_RECURRENCE_H
 #define DTSIM_RING_RECURRENCE_H
 #include <Python.h>
+#include <stdint.h>
 
 /* ring_recurrence(starts, pred, delays, endpoint, extra, steps) -> list[int] | None */
 PyObject *dtsim_ring_recurrence(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* hd_recurrence(starts, partners, delays, extra, steps) -> list[int] | None (hd_batch.py) */
+/* its arrays' form: t holds the starts and gets the last receives, r is scratch; 1: past int64 */
+int dtsim_hd_run(const int64_t *partners, const int64_t *delays, const int64_t *extra, Py_ssize_t n,
+                 Py_ssize_t steps, int64_t *t, int64_t *r);
 PyObject *dtsim_hd_recurrence(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -93,7 +93,8 @@ static PyObject *stream_init_method = NULL, *algorithm_init_method = NULL, *str_
 static Py_ssize_t stream_owner_off, algo_stream_off, algo_sys_off;
 static PyObject *all_reduce, *reduce_scatter; /* ComType members */
 static PyObject *empty_tuple, *str_now, *str_exit, *str_run_general, *str_on_packet_received,
-    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py, *str_register_event, *str_identity;
+    *str_note_zero_delay, *str_note_zero_message, *str_bundle_arrived_py, *str_register_event, *str_identity,
+    *str__fast;
 
 static int slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
     PyObject *descr = PyObject_GetAttrString((PyObject *)tp, name);
@@ -160,8 +161,11 @@ typedef struct {
     PyObject *py_proceed; /* Sys.proceed_to_next_vnet_baseline, the Python function, for other streams */
     /* set by enable_hd_batch (system/shortcuts/hd_batch.py): halving-doubling phases join here */
     PyObject *hd_open;    /* phase key -> [(start ns, algorithm), ...] */
-    PyObject *hd_advance; /* HdBatcher.advance(key, entries) */
-    long long hd_min_steps;
+    PyObject *hd_advance; /* HdBatcher.advance(key, entries): a shape's first phase, and what C declines */
+    PyObject *hd_plans;   /* shape -> (int64 partners, delays and extra as bytes, processed, size, steps) */
+    PyObject *hd_uses;    /* shape -> phases run with its plan */
+    PyObject *finish_hd_cb; /* this SysFast's finish_hd, bound once */
+    long long hd_min_steps, hd_max_time;
 } SysFast;
 
 static int proceed(SysFast *f, PyObject *stream);
@@ -1151,6 +1155,110 @@ static PyObject *label_of(PyObject *stream) {
     return Py_XNewRef(SLOT(ds, dataset_label_off));
 }
 
+static PyObject *bound(SysFast *f, const char *name);
+
+/* HdBatcher.advance(key, entries) in Python: a shape's first phase (it makes the plan), and every
+ * phase C does not run itself (it raises BatchAbandoned where the phase cannot be proved) */
+static int hd_advance_py(SysFast *f, PyObject *key, PyObject *entries) {
+    PyObject *res = PyObject_CallFunctionObjArgs(f->hd_advance, key, entries, NULL);
+    Py_XDECREF(res);
+    return res ? 0 : -1;
+}
+
+/* A full phase whose shape has a plan: HdBatcher.advance's work in C. Each rank by its place in
+ * the ring, the recurrence (dtsim_hd_run), the plan's use counted (hd_batch.py books the traffic at
+ * the end), and each rank's hand-back (its SysFast's finish_hd) at its last receive. */
+static int hd_complete(SysFast *f, PyObject *key, PyObject *entries) {
+    PyObject *shape = PyTuple_GetSlice(key, 1, PyTuple_GET_SIZE(key));
+    if (!shape) return -1;
+    PyObject *plan = PyDict_GetItemWithError(f->hd_plans, shape); /* borrowed */
+    Py_ssize_t n = PyList_GET_SIZE(entries), steps = 0;
+    int64_t *t = NULL;
+    PyObject **algos = NULL;
+    int r = -1, python = 0;
+    if (!plan) {
+        python = !PyErr_Occurred();
+        goto done;
+    }
+    PyObject *packed = PyTuple_GET_ITEM(plan, 0), *processed = PyTuple_GET_ITEM(plan, 1),
+             *size = PyTuple_GET_ITEM(plan, 2), *steps_o = PyTuple_GET_ITEM(plan, 3);
+    steps = PyLong_AsSsize_t(steps_o);
+    if (steps == -1 && PyErr_Occurred()) goto done;
+    if (!PyBytes_Check(packed) || PyBytes_GET_SIZE(packed) != (Py_ssize_t)sizeof(int64_t) * (2 * n * steps + steps + 1)) {
+        python = 1; /* a plan for another ring size: not this phase's */
+        goto done;
+    }
+    const int64_t *partners = (const int64_t *)PyBytes_AS_STRING(packed), *delays = partners + n * steps,
+                  *extra = delays + n * steps;
+    t = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)n);
+    algos = PyMem_Calloc((size_t)n, sizeof(PyObject *));
+    if (!t || !algos) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *entry = PyList_GET_ITEM(entries, k), *algo = PyTuple_GET_ITEM(entry, 1);
+        PyObject *topo = SLOT(algo, hd_off[H_TOPOLOGY]);
+        long long index, start;
+        if (!topo || topo_ll(topo, T_INDEX, &index) < 0) goto done;
+        if (index < 0 || index >= n || algos[index]) { /* a rank twice: Python says why it cannot be batched */
+            python = 1;
+            goto done;
+        }
+        start = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
+        if (start == -1 && PyErr_Occurred()) goto done;
+        algos[index] = algo;
+        t[index] = start;
+    }
+    if (dtsim_hd_run(partners, delays, extra, n, steps, t, t + n)) {
+        python = 1;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (t[i] > f->hd_max_time) {
+            python = 1;
+            goto done;
+        }
+    PyObject *uses = PyDict_GetItemWithError(f->hd_uses, shape);
+    long long u = 0;
+    if (uses && (u = PyLong_AsLongLong(uses)) == -1 && PyErr_Occurred()) goto done;
+    if (!uses && PyErr_Occurred()) goto done;
+    PyObject *u1 = PyLong_FromLongLong(u + 1);
+    if (!u1 || PyDict_SetItem(f->hd_uses, shape, u1) < 0) {
+        Py_XDECREF(u1);
+        goto done;
+    }
+    Py_DECREF(u1);
+    long long now;
+    if (now_of(f, &now) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *owner = PyObject_GetAttr(SLOT(algos[i], algo_off[A_SYS]), str__fast);
+        if (!owner) goto done;
+        PyObject *cb = Py_TYPE(owner) == Py_TYPE(f) ? ((SysFast *)owner)->finish_hd_cb : NULL;
+        if (!cb) {
+            Py_DECREF(owner);
+            PyErr_SetString(PyExc_TypeError, "a batched halving-doubling rank without the C core's finish_hd");
+            goto done;
+        }
+        Py_INCREF(cb);
+        Py_DECREF(owner);
+        PyObject *delay = PyLong_FromLongLong(t[i] - now);
+        PyObject *args[7] = {NULL, delay, cb, algos[i], steps_o, processed, size};
+        PyObject *res = delay ? PyObject_Vectorcall(f->schedule, args + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                              : NULL;
+        Py_XDECREF(delay);
+        Py_DECREF(cb);
+        if (!res) goto done;
+        Py_DECREF(res);
+    }
+    r = 0;
+done:
+    PyMem_Free(t);
+    PyMem_Free(algos);
+    Py_DECREF(shape);
+    return python ? hd_advance_py(f, key, entries) : r;
+}
+
 /* HalvingDoubling.run_stream_init where the batcher takes the phase (system/shortcuts/hd_batch.py):
  * the rank's (start, algorithm) joins its phase's entry list, and the last rank to join hands the
  * list to the batcher. 1 joined, 0 the event path's (a phase of too few messages, a zero-byte
@@ -1195,10 +1303,8 @@ static int hd_join(SysFast *f, PyObject *a) {
         if (same < 0) goto done;
     }
     if (joined == n || !same) {
-        if (PyDict_DelItem(f->hd_open, key) < 0) goto done;
-        PyObject *res = PyObject_CallFunctionObjArgs(f->hd_advance, key, entries, NULL);
-        if (!res) goto done;
-        Py_DECREF(res);
+        if (PyDict_DelItem(f->hd_open, key) < 0 || (same ? hd_complete(f, key, entries) : hd_advance_py(f, key, entries)) < 0)
+            goto done;
     }
     r = 1;
 done:
@@ -1531,17 +1637,26 @@ static PyObject *SysFast_enable_scheduling(SysFast *f, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
-/* enable_hd_batch(open, advance, min_steps): halving-doubling phases join the batcher's lists */
+/* enable_hd_batch(open, advance, min_steps, plans, uses, max_time): halving-doubling phases join the
+ * batcher's lists (system/shortcuts/hd_batch.py) */
 static PyObject *SysFast_enable_hd_batch(SysFast *f, PyObject *const *args, Py_ssize_t n) {
-    if (n != 3 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "enable_hd_batch(open: dict, advance, min_steps: int)");
+    if (n != 6 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1]) || !PyDict_CheckExact(args[3]) ||
+        !PyDict_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "enable_hd_batch(open: dict, advance, min_steps: int, plans: dict, uses: dict, max_time: int)");
         return NULL;
     }
-    long long m = PyLong_AsLongLong(args[2]);
-    if (m == -1 && PyErr_Occurred()) return NULL;
+    long long m = PyLong_AsLongLong(args[2]), top = PyLong_AsLongLong(args[5]);
+    if ((m == -1 || top == -1) && PyErr_Occurred()) return NULL;
+    PyObject *cb = bound(f, "finish_hd");
+    if (!cb) return NULL;
+    Py_XSETREF(f->finish_hd_cb, cb);
     Py_XSETREF(f->hd_open, Py_NewRef(args[0]));
     Py_XSETREF(f->hd_advance, Py_NewRef(args[1]));
+    Py_XSETREF(f->hd_plans, Py_NewRef(args[3]));
+    Py_XSETREF(f->hd_uses, Py_NewRef(args[4]));
     f->hd_min_steps = m;
+    f->hd_max_time = top;
     Py_RETURN_NONE;
 }
 
@@ -1669,6 +1784,9 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->py_proceed);
     Py_VISIT(f->hd_open);
     Py_VISIT(f->hd_advance);
+    Py_VISIT(f->hd_plans);
+    Py_VISIT(f->hd_uses);
+    Py_VISIT(f->finish_hd_cb);
     Py_VISIT(Py_TYPE(f));
     return 0;
 }
@@ -1688,6 +1806,9 @@ static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->py_proceed);
     Py_CLEAR(f->hd_open);
     Py_CLEAR(f->hd_advance);
+    Py_CLEAR(f->hd_plans);
+    Py_CLEAR(f->hd_uses);
+    Py_CLEAR(f->finish_hd_cb);
     return 0;
 }
 
@@ -2163,6 +2284,7 @@ static int exec_module(PyObject *m) {
             !(str_bundle_arrived_py = PyUnicode_InternFromString("_bundle_arrived")) ||
             !(str_register_event = PyUnicode_InternFromString("register_event")) ||
             !(str_identity = PyUnicode_InternFromString("identity")) ||
+            !(str__fast = PyUnicode_InternFromString("_fast")) ||
             !(str_append = PyUnicode_InternFromString("append")) ||
             !(str_popleft = PyUnicode_InternFromString("popleft")) ||
             !(str_member_at = PyUnicode_InternFromString("member_at")) ||

@@ -24,6 +24,8 @@ twice) raises ``BatchAbandoned``, and the run is redone without batching.
 """
 from __future__ import annotations
 
+from array import array
+
 from network.event_queue import MAX_TIME_NS
 from system.collective.halving_doubling import _partner_index as _hd_partner_index
 from system.shortcuts.ring_batch import BatchAbandoned
@@ -51,8 +53,10 @@ def attach(backend: Any, systems: list[Any]) -> "HdBatcher | None":
 class HdBatcher:
     """The halving-doubling phases of one run (every rank simulated, congestion-unaware).
 
-    ``open`` maps a phase's key to the ``(start ns, algorithm)`` of the ranks that joined it,
-    filled by the C core; ``advance`` takes a full list."""
+    The C core fills ``open`` (a phase's key → the ``(start ns, algorithm)`` of the ranks that
+    joined it) and runs a full phase itself where ``plans`` holds its shape (the ring, the
+    message size, the collective, group ring or not: what fixes its steps, sizes and partners),
+    counting it in ``uses``; ``advance`` runs the first phase of each shape and makes its plan."""
 
     def __init__(self, delay: Callable[[int, int, int], int], schedule: Any, now: Callable[[], int],
                  account: Callable[[list, int, int], None]) -> None:
@@ -61,8 +65,11 @@ class HdBatcher:
         self._now = now
         self._account = account
         self.open: dict[tuple, list[tuple[int, Any]]] = {}
-        self._plans: dict[tuple, tuple] = {}
-        self._uses: dict[tuple, int] = {}  # plan → phases advanced with it (their traffic is booked by flush)
+        self.plans: dict[tuple, tuple] = {}  # shape → the C core's plan (int64 arrays as bytes, ...)
+        self.uses: dict[tuple, int] = {}  # shape → phases run with it (flush books their traffic)
+        self._shapes: dict[tuple, tuple] = {}  # (ranks, collective, size, ...) → its packets and partners
+        self._lists: dict[tuple, tuple] = {}  # shape → the plan as Python's lists (advance)
+        self._flows: dict[tuple, tuple[int, list]] = {}  # shape → its messages, [(pairs, size) per step]
         self.messages = 0
 
     def attach(self, systems: list[Any]) -> bool:
@@ -71,12 +78,13 @@ class HdBatcher:
         if _RECURRENCE is None or any(f is None or not hasattr(f, "enable_hd_batch") for f in fasts):
             return False
         for f in fasts:
-            f.enable_hd_batch(self.open, self.advance, MIN_STEPS)
+            f.enable_hd_batch(self.open, self.advance, MIN_STEPS, self.plans, self.uses, MAX_TIME_NS)
         return True
 
     def advance(self, key: tuple, entries: list[tuple[int, Any]]) -> None:
-        """The phase's last rank joined, or one of another collective under its key (the C core
-        compares each joiner's label with the first's and hands the list over at once): run it."""
+        """A phase the C core hands over: its shape's first, or one it cannot run (a rank in it
+        twice; a rank of another collective under its key, handed over as it joins). Runs it, or
+        raises BatchAbandoned."""
         first = entries[0][1]
         n = first.nodes_in_ring
         last_algo = entries[-1][1]
@@ -91,53 +99,73 @@ class HdBatcher:
                 raise BatchAbandoned(f"rank {algo.id}: two open halving-doubling phases share tag {key[0]}")
             algos[i] = algo
             starts[i] = start
-        shape = key[1:]  # the ring, size, type and group-ring flag: steps, sizes and partners follow
-        plan = self._plans.get(shape)
-        if plan is None:
-            plan = self._plans[shape] = self._make_plan(first, 10 if first.fast else first.sys.communication_delay)
-        partners, delays, extra, processed, size, _ = plan
+        shape = key[1:]
+        if shape not in self._flows:
+            self._make_plan(shape, first, 10 if first.fast else first.sys.communication_delay)
+        partners, delays, extra, processed, size = self._lists[shape]
         steps = first.stream_count
         last = _RECURRENCE(starts, partners, delays, extra, steps)
         if last is None or max(last) > MAX_TIME_NS:
             raise BatchAbandoned("a time past the 64-bit clock")
-        self._uses[shape] = self._uses.get(shape, 0) + 1
-        self.messages += n * steps
+        self.uses[shape] = self.uses.get(shape, 0) + 1
         now = self._now()
         schedule = self._schedule
         for algo, t in zip(algos, last):
             schedule(t - now, algo.sys._fast.finish_hd, algo, steps, processed, size)
 
-    def _make_plan(self, algo: Any, endpoint: int) -> tuple:
+    def _make_plan(self, shape: tuple, algo: Any, endpoint: int) -> None:
+        """The shape's flat (step-major) partner indices and delays, the time from each receive to
+        the next send, and the last packet's reduction and size, for Python and for C."""
         ids = algo.topology.members
         n = len(ids)
         steps = algo.stream_count
-        packets = algo.schedule()  # (offset, size, reduction) of messages 1..steps and the last packet
-        if any(size == 0 for _, size, _ in packets[:steps]):
-            # the event path notes them (ASTRA-sim aborts on them): its run is the one to keep
-            raise BatchAbandoned("a halving-doubling phase with 0-byte messages")
+        packets, partners = self._steps(algo)
         bw = algo.sys.local_mem_bw
         if bw <= 0 and any(r for _, _, r in packets):
             raise BatchAbandoned("a reduction with local-mem-bw <= 0: the event path reports it")
-        partners: list[int] = []
         delays: list[int] = []
         flows: list[tuple[list[tuple[int, int]], int]] = []
-        for offset, size, _ in packets[:steps]:
-            step = [_partner_index(i, offset, n) for i in range(n)]
-            if any(step[step[i]] != i for i in range(n)):
-                raise BatchAbandoned(f"a halving-doubling step of offset {offset} on {n} ranks does not pair up")
-            pairs = [(ids[step[i]], ids[i]) for i in range(n)]
-            partners += step
+        for j, (_, size, _) in enumerate(packets[:steps]):
+            row = partners[j * n:(j + 1) * n]
+            pairs = [(ids[row[i]], ids[i]) for i in range(n)]
             delays += [self._delay(a, b, size) for a, b in pairs]
             flows.append((pairs, size))
         extra = [endpoint + (3 * int(size / bw * 1e9) if r else 0) for _, size, r in packets]
-        return partners, delays, extra, packets[steps][2], packets[steps][1], flows
+        processed, size = packets[steps][2], packets[steps][1]
+        self._lists[shape] = (partners, delays, extra, processed, size)
+        self._flows[shape] = (n * steps, flows)
+        values = partners + delays + extra
+        if all(-(1 << 63) <= v < (1 << 63) for v in values):  # else Python's integers, in advance
+            self.plans[shape] = (array("q", values).tobytes(), processed, size, steps)
+
+    def _steps(self, algo: Any) -> tuple[list[tuple[int, int, bool]], list[int]]:
+        """Each packet's (offset, size, reduction) and the flat partner indices: the same on every
+        ring of one size for one collective and message size."""
+        key = (algo.nodes_in_ring, algo.com_type, algo.msg_size, algo.stream_count, algo.parallel_reduce)
+        got = self._shapes.get(key)
+        if got is None:
+            n = algo.nodes_in_ring
+            packets = algo.schedule()  # messages 1..stream_count, then the last packet
+            if any(size == 0 for _, size, _ in packets[:-1]):
+                # the event path notes them (ASTRA-sim aborts on them): its run is the one to keep
+                raise BatchAbandoned("a halving-doubling phase with 0-byte messages")
+            partners: list[int] = []
+            for offset, _, _ in packets[:-1]:
+                step = [_partner_index(i, offset, n) for i in range(n)]
+                if any(step[step[i]] != i for i in range(n)):
+                    raise BatchAbandoned(f"a halving-doubling step of offset {offset} on {n} ranks does not pair up")
+                partners += step
+            got = self._shapes[key] = (packets, partners)
+        return got
 
     def flush(self) -> None:
         """Book the batched phases' messages on the network (its byte counts for the report)."""
-        for key, uses in self._uses.items():
-            for pairs, size in self._plans[key][5]:
+        for shape, uses in self.uses.items():
+            messages, flows = self._flows[shape]
+            self.messages += messages * uses
+            for pairs, size in flows:
                 self._account(pairs, size, uses)
-        self._uses.clear()
+        self.uses.clear()
 
     def open_phases(self) -> list[str]:
         """Phases still waiting for some of their ranks (for a stuck report)."""
