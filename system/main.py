@@ -124,10 +124,10 @@ OPTIONS = (
               "runs simulate one representative rank, or one rank per data-parallel group; "
               "results are the same)"),
     _opt("--no-batching", dest="batching", action="store_false",
-         help="run every ring message as events, even where a ring phase of all ranks can be "
-              "advanced at once (congestion-unaware; results are the same)"),
+         help="run every ring and halving-doubling message as events, even where a phase of all "
+              "ranks can be advanced at once (results are the same)"),
     _opt("--verify-shortcuts", dest="verify_shortcuts", action="store_true",
-         help="where a shortcut (representative rank, orbits, batched ring phases) answered, also run "
+         help="where a shortcut (representative rank, orbits, batched phases) answered, also run "
               "every message as an event and fail (exit 1, naming both answers) if they differ"),
     _opt("--max-events", type=int, default=None, help="stop (exit 2) after this many events"),
     _opt("--max-wall-seconds", type=float, default=None, help="stop (exit 2) after this much wall time"),
