@@ -128,14 +128,16 @@ done:
     return result;
 }
 
-/* The halving-doubling recurrence on arrays: t holds each rank's start and gets its last receive;
- * r is n cells of scratch. 0 done, 1 a time past int64. */
-int dtsim_hd_run(const int64_t *partners, const int64_t *delays, const int64_t *extra, Py_ssize_t n,
-                 Py_ssize_t steps, int64_t *t, int64_t *r) {
+/* The partner recurrence on arrays: t holds each rank's start and gets its last receive; r is n
+ * cells of scratch; partners and delays hold ``rows`` rows of n, one per step (rows == steps) or
+ * one for every step (rows == 1, a ring). 0 done, 1 a time past int64. */
+int dtsim_partner_run(const int64_t *partners, const int64_t *delays, const int64_t *extra, Py_ssize_t n,
+                      Py_ssize_t steps, Py_ssize_t rows, int64_t *t, int64_t *r) {
     for (Py_ssize_t i = 0; i < n; i++)
         if (__builtin_add_overflow(t[i], extra[0], &t[i])) return 1;
     for (Py_ssize_t j = 0; j < steps; j++) {
-        const int64_t *pj = partners + j * n, *dj = delays + j * n;
+        Py_ssize_t row = rows == 1 ? 0 : j * n;
+        const int64_t *pj = partners + row, *dj = delays + row;
         for (Py_ssize_t i = 0; i < n; i++) {
             int64_t a;
             if (__builtin_add_overflow(t[pj[i]], dj[i], &a)) return 1;
@@ -148,25 +150,30 @@ int dtsim_hd_run(const int64_t *partners, const int64_t *delays, const int64_t *
     return 0;
 }
 
-/* hd_recurrence(starts, partners, delays, extra, steps): system/shortcuts/hd_batch.py's phase, the
- * recurrence above with a partner per step: rank i's j-th receive completes at
- * max(partner's j-th send + the flow's delay, its own j-th send), its first send is
- * ``extra[0]`` after its start and its next one ``extra[j + 1]`` after its j-th receive. ``partners``
- * and ``delays`` hold ``steps`` rows of n, step after step. Each rank's last receive time, or None
- * where some time would leave int64 (the batcher then gives the phase to the event path). */
-PyObject *dtsim_hd_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "hd_recurrence(starts, partners, delays, extra, steps)");
+/* partner_recurrence(starts, partners, delays, extra, steps): system/shortcuts/phase_batch.py's
+ * phase, the ring recurrence above with a partner per rank and step: rank i's j-th receive
+ * completes at max(its partner's j-th send + the flow's delay, its own j-th send), its first send
+ * is ``extra[0]`` after its start and its next one ``extra[j + 1]`` after its j-th receive.
+ * ``partners`` and ``delays`` hold one row of n per step, or one row for every step. Each rank's
+ * last receive time, or None where some time would leave int64 (the batcher then gives the phase
+ * to the event path). */
+PyObject *dtsim_partner_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "partner_recurrence(starts, partners, delays, extra, steps)");
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(args[0]);
     Py_ssize_t steps = PyLong_AsSsize_t(args[4]);
     if (steps == -1 && PyErr_Occurred()) return NULL;
     if (n < 1 || steps < 0 || steps > PY_SSIZE_T_MAX / n / 4) {
-        PyErr_SetString(PyExc_ValueError, "hd_recurrence: no ranks, or a negative or huge number of steps");
+        PyErr_SetString(PyExc_ValueError, "partner_recurrence: no ranks, or a negative or huge number of steps");
         return NULL;
     }
-    Py_ssize_t cells = steps * n;
+    Py_ssize_t cells = PyList_GET_SIZE(args[1]), rows = cells / n;
+    if (cells % n || (rows != 1 && rows != steps)) {
+        PyErr_Format(PyExc_TypeError, "partner_recurrence: partners must hold 1 or %zd rows of %zd", steps, n);
+        return NULL;
+    }
     int64_t *t = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + 2 * cells + steps + 1));
     int64_t *r = t ? t + n : NULL, *d = t ? r + n : NULL, *p = t ? d + cells : NULL, *extra = t ? p + cells : NULL;
     PyObject *result = NULL;
@@ -179,20 +186,16 @@ PyObject *dtsim_hd_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args
     if (rc == 1) rc = read_ints(args[3], steps + 1, extra, "extra");
     if (rc < 0) goto done;
     if (rc == 0) goto decline;
-    if (!PyList_Check(args[1]) || PyList_GET_SIZE(args[1]) != cells) {
-        PyErr_Format(PyExc_TypeError, "hd_recurrence: partners must be a list of %zd ints", cells);
-        goto done;
-    }
     for (Py_ssize_t c = 0; c < cells; c++) {
         Py_ssize_t q = PyLong_AsSsize_t(PyList_GET_ITEM(args[1], c));
         if (q == -1 && PyErr_Occurred()) goto done;
         if (q < 0 || q >= n) {
-            PyErr_SetString(PyExc_ValueError, "hd_recurrence: a partner outside the ring");
+            PyErr_SetString(PyExc_ValueError, "partner_recurrence: a partner outside the ring");
             goto done;
         }
         p[c] = q;
     }
-    if (dtsim_hd_run(p, d, extra, n, steps, t, r)) goto decline;
+    if (dtsim_partner_run(p, d, extra, n, steps, rows, t, r)) goto decline;
     result = PyList_New(n);
     if (!result) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {

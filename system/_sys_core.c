@@ -87,6 +87,8 @@ static PyObject *str_fps, *str_trs, *str_active_streams, *str_ready_list, *str_r
     *str_notify_stream_finished, *str_ring_batcher;
 static PyObject *str_append, *str_popleft, *str_member_at;
 static Py_ssize_t algo_off[A_N], stream_off[S_N], phase_algorithm_off, dataset_label_off;
+/* PacketAlgorithm.topology (Ring's and HalvingDoubling's) and Ring.direction, for the phase batcher */
+static Py_ssize_t packet_topology_off, ring_direction_off;
 /* new_stream's: StreamBaseline.__init__ and Algorithm.init as configured, and the slots they set */
 static PyTypeObject *algorithm_type = NULL;
 static PyObject *stream_init_method = NULL, *algorithm_init_method = NULL, *str___init__ = NULL;
@@ -159,13 +161,13 @@ typedef struct {
     PyObject *su;         /* the Sys's SchedulerUnit */
     PyObject *sysdict;    /* the Sys's __dict__: first_phase_streams, total_running_streams, ... */
     PyObject *py_proceed; /* Sys.proceed_to_next_vnet_baseline, the Python function, for other streams */
-    /* set by enable_hd_batch (system/shortcuts/hd_batch.py): halving-doubling phases join here */
-    PyObject *hd_open;    /* phase key -> [(start ns, algorithm), ...] */
-    PyObject *hd_advance; /* HdBatcher.advance(key, entries): a shape's first phase, and what C declines */
-    PyObject *hd_plans;   /* shape -> (int64 partners, delays and extra as bytes, processed, size, steps) */
-    PyObject *hd_uses;    /* shape -> phases run with its plan */
-    PyObject *finish_hd_cb; /* this SysFast's finish_hd, bound once */
-    long long hd_min_steps, hd_max_time;
+    /* set by enable_phase_batch (system/shortcuts/phase_batch.py): ring and halving-doubling phases join here */
+    PyObject *batch_open;    /* phase key -> [(start ns, algorithm), ...] */
+    PyObject *batch_advance; /* PhaseBatcher.advance(key, entries): a shape's first phase, and what C declines */
+    PyObject *batch_plans;   /* shape -> (int64 partners, delays and extra as bytes, processed, size, steps, rows) */
+    PyObject *batch_uses;    /* shape -> phases run with its plan */
+    PyObject *finish_phase_cb; /* this SysFast's finish_phase, bound once */
+    long long batch_min_steps, batch_max_time;
 } SysFast;
 
 static int proceed(SysFast *f, PyObject *stream);
@@ -1157,22 +1159,22 @@ static PyObject *label_of(PyObject *stream) {
 
 static PyObject *bound(SysFast *f, const char *name);
 
-/* HdBatcher.advance(key, entries) in Python: a shape's first phase (it makes the plan), and every
- * phase C does not run itself (it raises BatchAbandoned where the phase cannot be proved) */
-static int hd_advance_py(SysFast *f, PyObject *key, PyObject *entries) {
-    PyObject *res = PyObject_CallFunctionObjArgs(f->hd_advance, key, entries, NULL);
+/* PhaseBatcher.advance(key, entries) in Python: a shape's first phase (it makes the plan), and
+ * every phase C does not run itself (it raises BatchAbandoned where the phase cannot be proved) */
+static int batch_advance_py(SysFast *f, PyObject *key, PyObject *entries) {
+    PyObject *res = PyObject_CallFunctionObjArgs(f->batch_advance, key, entries, NULL);
     Py_XDECREF(res);
     return res ? 0 : -1;
 }
 
-/* A full phase whose shape has a plan: HdBatcher.advance's work in C. Each rank by its place in
- * the ring, the recurrence (dtsim_hd_run), the plan's use counted (hd_batch.py books the traffic at
- * the end), and each rank's hand-back (its SysFast's finish_hd) at its last receive. */
-static int hd_complete(SysFast *f, PyObject *key, PyObject *entries) {
+/* A full phase whose shape has a plan: PhaseBatcher.advance's work in C. Each rank by its place in
+ * the ring, the recurrence (dtsim_partner_run), the plan's use counted (phase_batch.py books the
+ * traffic at the end), and each rank's hand-back (its SysFast's finish_phase) at its last receive. */
+static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
     PyObject *shape = PyTuple_GetSlice(key, 1, PyTuple_GET_SIZE(key));
     if (!shape) return -1;
-    PyObject *plan = PyDict_GetItemWithError(f->hd_plans, shape); /* borrowed */
-    Py_ssize_t n = PyList_GET_SIZE(entries), steps = 0;
+    PyObject *plan = PyDict_GetItemWithError(f->batch_plans, shape); /* borrowed */
+    Py_ssize_t n = PyList_GET_SIZE(entries), steps = 0, rows = 0;
     int64_t *t = NULL;
     PyObject **algos = NULL;
     int r = -1, python = 0;
@@ -1184,12 +1186,15 @@ static int hd_complete(SysFast *f, PyObject *key, PyObject *entries) {
              *size = PyTuple_GET_ITEM(plan, 2), *steps_o = PyTuple_GET_ITEM(plan, 3);
     steps = PyLong_AsSsize_t(steps_o);
     if (steps == -1 && PyErr_Occurred()) goto done;
-    if (!PyBytes_Check(packed) || PyBytes_GET_SIZE(packed) != (Py_ssize_t)sizeof(int64_t) * (2 * n * steps + steps + 1)) {
+    rows = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 4));
+    if (rows == -1 && PyErr_Occurred()) goto done;
+    if (!PyBytes_Check(packed) || (rows != 1 && rows != steps) ||
+        PyBytes_GET_SIZE(packed) != (Py_ssize_t)sizeof(int64_t) * (2 * n * rows + steps + 1)) {
         python = 1; /* a plan for another ring size: not this phase's */
         goto done;
     }
-    const int64_t *partners = (const int64_t *)PyBytes_AS_STRING(packed), *delays = partners + n * steps,
-                  *extra = delays + n * steps;
+    const int64_t *partners = (const int64_t *)PyBytes_AS_STRING(packed), *delays = partners + n * rows,
+                  *extra = delays + n * rows;
     t = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)n);
     algos = PyMem_Calloc((size_t)n, sizeof(PyObject *));
     if (!t || !algos) {
@@ -1198,7 +1203,7 @@ static int hd_complete(SysFast *f, PyObject *key, PyObject *entries) {
     }
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *entry = PyList_GET_ITEM(entries, k), *algo = PyTuple_GET_ITEM(entry, 1);
-        PyObject *topo = SLOT(algo, hd_off[H_TOPOLOGY]);
+        PyObject *topo = SLOT(algo, packet_topology_off);
         long long index, start;
         if (!topo || topo_ll(topo, T_INDEX, &index) < 0) goto done;
         if (index < 0 || index >= n || algos[index]) { /* a rank twice: Python says why it cannot be batched */
@@ -1210,21 +1215,21 @@ static int hd_complete(SysFast *f, PyObject *key, PyObject *entries) {
         algos[index] = algo;
         t[index] = start;
     }
-    if (dtsim_hd_run(partners, delays, extra, n, steps, t, t + n)) {
+    if (dtsim_partner_run(partners, delays, extra, n, steps, rows, t, t + n)) {
         python = 1;
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (t[i] > f->hd_max_time) {
+        if (t[i] > f->batch_max_time) {
             python = 1;
             goto done;
         }
-    PyObject *uses = PyDict_GetItemWithError(f->hd_uses, shape);
+    PyObject *uses = PyDict_GetItemWithError(f->batch_uses, shape);
     long long u = 0;
     if (uses && (u = PyLong_AsLongLong(uses)) == -1 && PyErr_Occurred()) goto done;
     if (!uses && PyErr_Occurred()) goto done;
     PyObject *u1 = PyLong_FromLongLong(u + 1);
-    if (!u1 || PyDict_SetItem(f->hd_uses, shape, u1) < 0) {
+    if (!u1 || PyDict_SetItem(f->batch_uses, shape, u1) < 0) {
         Py_XDECREF(u1);
         goto done;
     }
@@ -1234,10 +1239,10 @@ static int hd_complete(SysFast *f, PyObject *key, PyObject *entries) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *owner = PyObject_GetAttr(SLOT(algos[i], algo_off[A_SYS]), str__fast);
         if (!owner) goto done;
-        PyObject *cb = Py_TYPE(owner) == Py_TYPE(f) ? ((SysFast *)owner)->finish_hd_cb : NULL;
+        PyObject *cb = Py_TYPE(owner) == Py_TYPE(f) ? ((SysFast *)owner)->finish_phase_cb : NULL;
         if (!cb) {
             Py_DECREF(owner);
-            PyErr_SetString(PyExc_TypeError, "a batched halving-doubling rank without the C core's finish_hd");
+            PyErr_SetString(PyExc_TypeError, "a batched phase's rank without the C core's finish_phase");
             goto done;
         }
         Py_INCREF(cb);
@@ -1256,21 +1261,23 @@ done:
     PyMem_Free(t);
     PyMem_Free(algos);
     Py_DECREF(shape);
-    return python ? hd_advance_py(f, key, entries) : r;
+    return python ? batch_advance_py(f, key, entries) : r;
 }
 
-/* HalvingDoubling.run_stream_init where the batcher takes the phase (system/shortcuts/hd_batch.py):
- * the rank's (start, algorithm) joins its phase's entry list, and the last rank to join hands the
- * list to the batcher. 1 joined, 0 the event path's (a phase of too few messages, a zero-byte
- * message or a zero endpoint delay, which the event path notes; another class), -1 error. */
-static int hd_join(SysFast *f, PyObject *a) {
+/* Ring's or HalvingDoubling's run_stream_init where the batcher takes the phase
+ * (system/shortcuts/phase_batch.py): the rank's (start, algorithm) joins its phase's entry list,
+ * and the last rank to join runs the phase (phase_complete). 1 joined, 0 the event path's or the
+ * Python ring batcher's (a phase of too few messages, a zero-byte message or a zero endpoint delay,
+ * which the event path notes; other classes), -1 error. ``kind``: ours()'s, 1 or 3. */
+static int phase_join(SysFast *f, PyObject *a, int kind) {
     long long steps, n, now;
     if (get_ll(a, A_STREAM_COUNT, &steps) < 0 || get_ll(a, A_NODES, &n) < 0) return -1;
-    if (steps < f->hd_min_steps || steps < 1 || n < 2) return 0;
+    if (steps < f->batch_min_steps || steps < 1 || n < 2) return 0;
     PyObject *size = get(a, algo_off[A_MSG_SIZE], "msg_size"), *fast = get(a, algo_off[A_FAST], "fast"),
              *stream = get(a, algo_off[A_STREAM], "stream"), *ct = get(a, algo_off[A_COM_TYPE], "com_type"),
-             *topo = get(a, hd_off[H_TOPOLOGY], "topology");
-    if (!size || !fast || !stream || !ct || !topo) return -1;
+             *topo = get(a, packet_topology_off, "topology"),
+             *dir = kind == 1 ? get(a, ring_direction_off, "direction") : Py_None;
+    if (!size || !fast || !stream || !ct || !topo || !dir) return -1;
     int isfast = PyObject_IsTrue(fast), zero = PyObject_Not(size);
     if (isfast < 0 || zero < 0) return -1;
     if (zero || (!isfast && !f->endpoint_delay) || !Py_IS_TYPE(topo, topo_type)) return 0;
@@ -1278,16 +1285,19 @@ static int hd_join(SysFast *f, PyObject *a) {
     if (!label) return PyErr_Occurred() ? -1 : 0;
     PyObject *ident = SLOT(topo, topo_off[T_IDENTITY]);
     ident = ident && ident != Py_None ? Py_NewRef(ident) : PyObject_GetAttr(topo, str_identity);
-    PyObject *key = ident ? PyTuple_Pack(5, SLOT(stream, stream_off[S_STREAM_ID]), ident, size, ct, fast) : NULL;
+    /* (tag, ring, size, collective, group ring, direction): a ring phase and a halving-doubling one
+     * of one collective never share a key (None is not a Direction) */
+    PyObject *key = ident ? PyTuple_Pack(6, SLOT(stream, stream_off[S_STREAM_ID]), ident, size, ct, fast, dir) : NULL;
     Py_XDECREF(ident);
     PyObject *entries = NULL, *entry = NULL;
     int r = -1;
     if (!key || now_of(f, &now) < 0) goto done;
-    entries = PyDict_GetItemWithError(f->hd_open, key);
+    entries = PyDict_GetItemWithError(f->batch_open, key);
     if (entries) {
         Py_INCREF(entries);
     } else {
-        if (PyErr_Occurred() || !(entries = PyList_New(0)) || PyDict_SetItem(f->hd_open, key, entries) < 0) goto done;
+        if (PyErr_Occurred() || !(entries = PyList_New(0)) || PyDict_SetItem(f->batch_open, key, entries) < 0)
+            goto done;
     }
     PyObject *t = PyLong_FromLongLong(now);
     entry = t ? PyTuple_Pack(2, t, a) : NULL;
@@ -1303,7 +1313,8 @@ static int hd_join(SysFast *f, PyObject *a) {
         if (same < 0) goto done;
     }
     if (joined == n || !same) {
-        if (PyDict_DelItem(f->hd_open, key) < 0 || (same ? hd_complete(f, key, entries) : hd_advance_py(f, key, entries)) < 0)
+        if (PyDict_DelItem(f->batch_open, key) < 0 ||
+            (same ? phase_complete(f, key, entries) : batch_advance_py(f, key, entries)) < 0)
             goto done;
     }
     r = 1;
@@ -1321,8 +1332,8 @@ static int run_stream_init(SysFast *f, PyObject *algo) {
     int kind = ours(f, algo);
     if (kind) {
         int plain = 1;
-        if (kind == 3 && f->hd_open) {
-            int joined = hd_join(f, algo);
+        if ((kind == 1 || kind == 3) && f->batch_open) {
+            int joined = phase_join(f, algo, kind);
             if (joined) return joined < 0 ? -1 : 0;
         }
         if (kind != 3) { /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it */
@@ -1637,36 +1648,39 @@ static PyObject *SysFast_enable_scheduling(SysFast *f, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
-/* enable_hd_batch(open, advance, min_steps, plans, uses, max_time): halving-doubling phases join the
- * batcher's lists (system/shortcuts/hd_batch.py) */
-static PyObject *SysFast_enable_hd_batch(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+/* enable_phase_batch(open, advance, min_steps, plans, uses, max_time): ring and halving-doubling
+ * phases join the batcher's lists (system/shortcuts/phase_batch.py) */
+static PyObject *SysFast_enable_phase_batch(SysFast *f, PyObject *const *args, Py_ssize_t n) {
     if (n != 6 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1]) || !PyDict_CheckExact(args[3]) ||
         !PyDict_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "enable_hd_batch(open: dict, advance, min_steps: int, plans: dict, uses: dict, max_time: int)");
+                        "enable_phase_batch(open: dict, advance, min_steps: int, plans: dict, uses: dict, max_time: int)");
         return NULL;
     }
     long long m = PyLong_AsLongLong(args[2]), top = PyLong_AsLongLong(args[5]);
     if ((m == -1 || top == -1) && PyErr_Occurred()) return NULL;
-    PyObject *cb = bound(f, "finish_hd");
+    PyObject *cb = bound(f, "finish_phase");
     if (!cb) return NULL;
-    Py_XSETREF(f->finish_hd_cb, cb);
-    Py_XSETREF(f->hd_open, Py_NewRef(args[0]));
-    Py_XSETREF(f->hd_advance, Py_NewRef(args[1]));
-    Py_XSETREF(f->hd_plans, Py_NewRef(args[3]));
-    Py_XSETREF(f->hd_uses, Py_NewRef(args[4]));
-    f->hd_min_steps = m;
-    f->hd_max_time = top;
+    Py_XSETREF(f->finish_phase_cb, cb);
+    Py_XSETREF(f->batch_open, Py_NewRef(args[0]));
+    Py_XSETREF(f->batch_advance, Py_NewRef(args[1]));
+    Py_XSETREF(f->batch_plans, Py_NewRef(args[3]));
+    Py_XSETREF(f->batch_uses, Py_NewRef(args[4]));
+    f->batch_min_steps = m;
+    f->batch_max_time = top;
     Py_RETURN_NONE;
 }
 
-/* finish_hd(algorithm, messages, processed, size): a batched halving-doubling phase's hand-back at
- * its last receive. Every message is out and in, as on the event path there; its last packet
- * (``processed``, ``size``: what the event path's last insertion carries) goes through the memory
- * bus and ends the phase as there (HalvingDoubling's run_general, then its exit). */
-static PyObject *SysFast_finish_hd(SysFast *f, PyObject *const *args, Py_ssize_t n) {
-    if (n != 4 || ours(f, args[0]) != 3) {
-        PyErr_SetString(PyExc_TypeError, "finish_hd(algorithm: this Sys's HalvingDoubling, messages, processed, size)");
+/* finish_phase(algorithm, messages, processed, size): a batched ring or halving-doubling phase's
+ * hand-back at its last receive (Ring.finish_batched, for both). Every message is out and in, as on
+ * the event path there; its last packet (``processed``, ``size``: what the event path's last
+ * insertion carries) goes through the memory bus and ends the phase as there (run_general, then
+ * the exit). */
+static PyObject *SysFast_finish_phase(SysFast *f, PyObject *const *args, Py_ssize_t n) {
+    int kind = n == 4 ? ours(f, args[0]) : 0;
+    if (kind != 1 && kind != 3) {
+        PyErr_SetString(PyExc_TypeError, "finish_phase(algorithm: this Sys's Ring or HalvingDoubling, messages, "
+                                         "processed, size)");
         return NULL;
     }
     PyObject *a = args[0];
@@ -1675,7 +1689,7 @@ static PyObject *SysFast_finish_hd(SysFast *f, PyObject *const *args, Py_ssize_t
     PyObject *fast = get(a, algo_off[A_FAST], "fast"), *stream = get(a, algo_off[A_STREAM], "stream");
     int isfast = fast ? PyObject_IsTrue(fast) : -1;
     if (!stream || isfast < 0 || set_ll(a, A_RECEIVED, messages) < 0 || set_ll(a, A_STREAM_COUNT, 0) < 0 ||
-        set_ll(a, A_FREE_PACKETS, 0) < 0)
+        set_ll(a, A_FREE_PACKETS, 0) < 0 || (kind == 1 && set_ll(a, A_PACKETS, 1) < 0))
         return NULL;
     Py_INCREF(stream);
     int r = mem_bus_transfer(f, stream, isfast, args[2], args[3]);
@@ -1703,10 +1717,11 @@ static PyMethodDef SysFast_methods[] = {
     {"schedule", (PyCFunction)SysFast_schedule, METH_O, "Sys.schedule(num)"},
     {"insert_into_ready_list", (PyCFunction)SysFast_insert_into_ready_list, METH_O,
      "Sys.insert_into_ready_list(stream)"},
-    {"enable_hd_batch", (PyCFunction)(void (*)(void))SysFast_enable_hd_batch, METH_FASTCALL,
-     "enable_hd_batch(open, advance, min_steps): halving-doubling phases join the batcher (hd_batch.py)"},
-    {"finish_hd", (PyCFunction)(void (*)(void))SysFast_finish_hd, METH_FASTCALL,
-     "finish_hd(algorithm, messages, processed, size): a batched halving-doubling phase's hand-back"},
+    {"enable_phase_batch", (PyCFunction)(void (*)(void))SysFast_enable_phase_batch, METH_FASTCALL,
+     "enable_phase_batch(open, advance, min_steps, plans, uses, max_time): ring and halving-doubling phases join "
+     "the batcher (system/shortcuts/phase_batch.py)"},
+    {"finish_phase", (PyCFunction)(void (*)(void))SysFast_finish_phase, METH_FASTCALL,
+     "finish_phase(algorithm, messages, processed, size): a batched phase's hand-back at its last receive"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1782,11 +1797,11 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->su);
     Py_VISIT(f->sysdict);
     Py_VISIT(f->py_proceed);
-    Py_VISIT(f->hd_open);
-    Py_VISIT(f->hd_advance);
-    Py_VISIT(f->hd_plans);
-    Py_VISIT(f->hd_uses);
-    Py_VISIT(f->finish_hd_cb);
+    Py_VISIT(f->batch_open);
+    Py_VISIT(f->batch_advance);
+    Py_VISIT(f->batch_plans);
+    Py_VISIT(f->batch_uses);
+    Py_VISIT(f->finish_phase_cb);
     Py_VISIT(Py_TYPE(f));
     return 0;
 }
@@ -1804,11 +1819,11 @@ static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->su);
     Py_CLEAR(f->sysdict);
     Py_CLEAR(f->py_proceed);
-    Py_CLEAR(f->hd_open);
-    Py_CLEAR(f->hd_advance);
-    Py_CLEAR(f->hd_plans);
-    Py_CLEAR(f->hd_uses);
-    Py_CLEAR(f->finish_hd_cb);
+    Py_CLEAR(f->batch_open);
+    Py_CLEAR(f->batch_advance);
+    Py_CLEAR(f->batch_plans);
+    Py_CLEAR(f->batch_uses);
+    Py_CLEAR(f->finish_phase_cb);
     return 0;
 }
 
@@ -1910,9 +1925,15 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
         if (slot_offset((PyTypeObject *)topo, topo_slots[i], &t[i]) < 0) return NULL;
     for (int i = 0; i < S_N; i++)
         if (slot_offset((PyTypeObject *)stream, stream_slots[i], &s[i]) < 0) return NULL;
+    Py_ssize_t rt, rd;
     if (slot_offset((PyTypeObject *)phase, "algorithm", &pa) < 0 ||
-        slot_offset((PyTypeObject *)dataset, "label", &dl) < 0)
+        slot_offset((PyTypeObject *)dataset, "label", &dl) < 0 || slot_offset((PyTypeObject *)ring, "topology", &rt) < 0 ||
+        slot_offset((PyTypeObject *)ring, "direction", &rd) < 0)
         return NULL;
+    if (rt != h[H_TOPOLOGY]) {
+        PyErr_Format(PyExc_TypeError, "%s.topology is not where the Ring's is", ((PyTypeObject *)hd)->tp_name);
+        return NULL;
+    }
     memcpy(ss_off, ss, sizeof ss);
     memcpy(ph_off, ph, sizeof ph);
     memcpy(ds_off, ds, sizeof ds);
@@ -1928,6 +1949,8 @@ static PyObject *configure(PyObject *Py_UNUSED(m), PyObject *args) {
     memcpy(stream_off, s, sizeof s);
     phase_algorithm_off = pa;
     dataset_label_off = dl;
+    packet_topology_off = rt;
+    ring_direction_off = rd;
     Py_XSETREF(ring_type, (PyTypeObject *)Py_NewRef(ring));
     Py_XSETREF(stream_type, (PyTypeObject *)Py_NewRef(stream));
     Py_XSETREF(phase_type, (PyTypeObject *)Py_NewRef(phase));
@@ -2250,9 +2273,9 @@ static PyMethodDef module_methods[] = {
     {"ring_recurrence", (PyCFunction)(void (*)(void))dtsim_ring_recurrence, METH_FASTCALL,
      "ring_recurrence(starts, pred, delays, endpoint, extra, steps): a batched ring phase's last receive per rank "
      "on the congestion-unaware network (system/shortcuts/ring_batch.py), None past int64"},
-    {"hd_recurrence", (PyCFunction)(void (*)(void))dtsim_hd_recurrence, METH_FASTCALL,
-     "hd_recurrence(starts, partners, delays, extra, steps): a batched halving-doubling phase's last receive per "
-     "rank (system/shortcuts/hd_batch.py)"},
+    {"partner_recurrence", (PyCFunction)(void (*)(void))dtsim_partner_recurrence, METH_FASTCALL,
+     "partner_recurrence(starts, partners, delays, extra, steps): a batched phase's last receive per rank, "
+     "partners and delays one row per step or one for all (system/shortcuts/phase_batch.py)"},
     {"clone_slots", clone_slots, METH_O, "clone_slots(obj): a shallow copy of an object of slots only"},
     {"clone_fresh", clone_fresh, METH_O,
      "clone_fresh((obj, names)): clone_slots(obj) with a new empty container in each slot of names"},

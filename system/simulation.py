@@ -366,11 +366,11 @@ class _RankRun:
             systems.append(s)
             workloads.append(w)
             _check_wall(t0, max_wall_s, f"setting up rank {r} of {len(ranks)}")
-        hd = None
+        phases = None
         if batcher is not None and group is None and len(ranks) == npus:
-            from system.shortcuts.hd_batch import attach  # halving-doubling phases, where they can be batched
+            from system.shortcuts.phase_batch import attach  # ring and halving-doubling phases, joined in C
 
-            hd = attach(net_backend, systems)
+            phases = attach(net_backend, systems)
         for w in workloads:
             w.fire()
             _check_wall(t0, max_wall_s, f"issuing the first nodes of rank {w.rank}")
@@ -391,10 +391,10 @@ class _RankRun:
         if batcher is not None:
             unmatched += batcher.open_phases()
             self.batched_messages = batcher.messages
-        if hd is not None:
-            hd.flush()
-            unmatched += hd.open_phases()
-            self.batched_messages += hd.messages
+        if phases is not None:
+            phases.flush()
+            unmatched += phases.open_phases()
+            self.batched_messages += phases.messages
         if stuck or unmatched:  # a send nobody received is no success either
             raise Deadlock(net_backend.now(), stuck, unmatched, {r: graphs[r].path for r in stuck})
         if len(systems) == npus and self.groups_spec:  # group streams advance ASTRA-sim's world counter

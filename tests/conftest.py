@@ -77,13 +77,13 @@ def shared_anchors() -> Path:
 
 @pytest.fixture
 def batch_every_ring(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ring and halving-doubling batchers on phases of any length: the tests of their equality
+    """The ring batchers (Python's and the C core's) on phases of any length: the tests of their equality
     with the event path run them on small rings, which a run sends on the event path
-    (ring_batch.MIN_STEPS, hd_batch.MIN_STEPS: faster there)."""
-    from system.shortcuts import hd_batch, ring_batch
+    (ring_batch.MIN_STEPS, phase_batch.MIN_STEPS: faster there)."""
+    from system.shortcuts import phase_batch, ring_batch
 
     monkeypatch.setattr(ring_batch, "MIN_STEPS", 1)
-    monkeypatch.setattr(hd_batch, "MIN_STEPS", 1)  # halving-doubling phases of one message too
+    monkeypatch.setattr(phase_batch, "MIN_STEPS", 1)  # the phases the C core joins too
 
 
 @pytest.fixture

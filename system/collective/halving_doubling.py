@@ -92,7 +92,7 @@ class HalvingDoubling(PacketAlgorithm):
     def schedule(self) -> list[tuple[int, int, bool]]:
         """(offset, size, carries a reduction) of each packet this phase inserts: its messages
         1..stream_count, then the last packet; stepped on a copy of this algorithm (not yet
-        started) with the event path's own methods (for system/shortcuts/hd_batch.py)."""
+        started) with the event path's own methods (for system/shortcuts/phase_batch.py)."""
         from system.sys_core import SYS_CORE
 
         shadow = self.fresh_copy(SYS_CORE.clone_slots)

@@ -60,6 +60,16 @@ class Ring(PacketAlgorithm):
         self.packets = 1
         self.sys.mem_bus_transfer(self.stream, self.fast, processed, self.msg_size)
 
+    def schedule(self) -> list[tuple[int, int, bool]]:
+        """(0, size, carries a reduction) of each packet this phase inserts: its messages
+        1..stream_count, then the last packet; stepped on a copy of this algorithm (not yet
+        started) with the event path's own method (for system/shortcuts/phase_batch.py)."""
+        from system.sys_core import SYS_CORE
+
+        shadow = self.fresh_copy(SYS_CORE.clone_slots)
+        per_group = (self.nodes_in_ring - 1) * self.parallel_reduce
+        return [(0, self.msg_size, shadow._take_packet(per_group)) for _ in range(self.stream_count + 1)]
+
     def insert_packet(self) -> None:
         processed = self._take_packet((self.nodes_in_ring - 1) * self.parallel_reduce)
         self.packets += 1

@@ -49,8 +49,9 @@ _NUMPY_MIN_WORK = 2048
 #: batched work stays below this (a 64-rank layout's few ring phases) never needs numpy, and one
 #: that goes past it pays at most about twice what knowing its total work ahead would have cost
 _PYTHON_WORK_BEFORE_NUMPY = 250_000
-#: on the congestion-unaware network a phase of fewer steps runs on the event path: joining the
-#: batch costs a rank some 10 µs of Python, a step of the event path some three events in C
+#: on the congestion-unaware network a phase of fewer steps runs on the event path (where every rank
+#: runs, the C core joins ring phases first: phase_batch.py, whose join is cheaper): joining the
+#: batch here costs a rank some 10 µs of Python, a step of the event path some three events in C
 #: (0.3-0.5 µs each), so the rings of 2 ranks that tensor-parallel groups make (2 steps; all-gathers
 #: of 3 ranks) ran slower batched (a 64-rank layout of such groups: 5-10% of its wall), where rings
 #: of 4 (6 steps) ran as fast either way and 8 or more faster batched. Not on the

@@ -182,7 +182,7 @@ def test_halving_doubling_reduce_scatter_and_all_gather_closed_forms(tmp_path: P
 
 def test_halving_doubling_partners_and_sizes(tmp_path: Path, sends: list) -> None:
     n = 8
-    # every message an event: batched phases (system/shortcuts/hd_batch.py) send none
+    # every message an event: batched phases (system/shortcuts/phase_batch.py) send none
     plain = _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "FullyConnected", n, splits=1, batching=False)
     assert _run(tmp_path, pb.ALL_REDUCE, "halvingDoubling", "FullyConnected", n, splits=1) == plain
     c = MB

@@ -1,6 +1,7 @@
-"""Short ring phases go on the event path on the congestion-unaware network (ring_batch.MIN_STEPS),
-long ones are batched: one run mixes both, and its cycles are the event path's on every rank. The
-congestion-aware batcher, proved only where every ring phase is batched, still takes them all."""
+"""Short ring phases go on the event path on the congestion-unaware network (there, with every rank
+simulated, the C core's batcher joins them: phase_batch.MIN_STEPS), long ones are batched: one run
+mixes both, and its cycles are the event path's on every rank. The congestion-aware batcher,
+proved only where every ring phase is batched, still takes them all."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 from network.config import NetworkConfig
 from system.config import SystemConfig
 from system.main import run_simulation
-from system.shortcuts import ring_batch
+from system.shortcuts import phase_batch
 from workload.builder import GraphBuilder
 
 
@@ -30,10 +31,11 @@ def _two_rings(tmp: Path, small: int, npus: int, uneven: bool) -> str:
 
 
 @pytest.mark.parametrize("backend", ["congestion-unaware", "congestion-aware"])
-def test_short_phases_take_the_event_path_and_long_ones_are_batched(tmp_path: Path, backend: str) -> None:
+def test_short_phases_take_the_event_path_and_long_ones_are_batched(tmp_path: Path, backend: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     npus, small = 8, 2  # the groups' rings: 2·1 steps each; the world's: 2·7
     steps_small, steps_world = 2 * (small - 1), 2 * (npus - 1)
-    assert steps_small < ring_batch.MIN_STEPS <= steps_world  # what the default makes of them
+    monkeypatch.setattr(phase_batch, "MIN_STEPS", steps_small + 1)  # the groups' phases below it, the world's not
     # the congestion-aware batcher declines uneven compute on a built-in topology (ring_batch.prove_on_pipes)
     spec = _two_rings(tmp_path, small, npus, uneven=backend == "congestion-unaware")
     net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [50], "latency": [500]})

@@ -1,6 +1,6 @@
-"""Batched halving-doubling phases (system/shortcuts/hd_batch.py) give exactly the event path's answer.
+"""Ring and halving-doubling phases batched in C (system/shortcuts/phase_batch.py) give exactly the event path's answer.
 
-The property test draws workloads whose collectives run halving-doubling (beside other
+The property test draws workloads whose collectives run halving-doubling or ring (beside other
 implementations) on one to three dimensions, on communicator groups (whose rings have their own
 10 ns endpoint) and on the whole network, with per-rank compute so that ranks reach a phase at
 different times, point-to-point traffic, and every scheduling knob; it compares the batched run
@@ -22,7 +22,7 @@ from network.config import NetworkConfig
 from network.errors import InputError
 from system.config import SystemConfig
 from system.main import Deadlock, run_simulation
-from system.shortcuts import hd_batch
+from system.shortcuts import phase_batch
 from system.sys_core import SYS_CORE
 from workload.builder import GraphBuilder, write_collective_microbenchmark
 
@@ -41,8 +41,8 @@ def cases(draw):
                 .filter(lambda d: _product(n for _, n in d) <= 64))
     sizes = [n for _, n in dims]
     npus = _product(sizes)
-    names = ["halvingDoubling", "oneHalvingDoubling"] if draw(st.booleans()) else \
-        ["halvingDoubling", "oneHalvingDoubling", "ring", "direct", "doubleBinaryTree"]
+    names = draw(st.sampled_from([["halvingDoubling", "oneHalvingDoubling"], ["ring", "oneRing"],
+                                  ["halvingDoubling", "oneHalvingDoubling", "ring", "direct", "doubleBinaryTree"]]))
     algos = draw(implementation_lists(sizes, names))
     groups = {}
     if npus >= 4 and draw(st.booleans()):
@@ -162,14 +162,26 @@ def test_zero_byte_messages_are_left_to_the_event_path_that_notes_them(tmp_path:
 
 
 def test_phases_below_min_steps_run_as_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hd_batch, "MIN_STEPS", 2 * 4 + 1)  # an all-reduce on 16 ranks has 8 messages
+    monkeypatch.setattr(phase_batch, "MIN_STEPS", 2 * 4 + 1)  # an all-reduce on 16 ranks has 8 messages
     fast = _hd_run(tmp_path, 16)
     assert fast.inputs["batched_ring_messages"] == 0
     assert fast.finish_ns == _hd_run(tmp_path, 16, batching=False).finish_ns
 
 
+def test_a_ring_all_reduce_is_joined_in_c_and_takes_few_events(tmp_path: Path) -> None:
+    spec = write_collective_microbenchmark(tmp_path / "ar", 8, "ALL_REDUCE", 1 << 22)
+    net = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 4, "local-mem-bw": 1600,
+                                  "all-reduce-implementation": ["ring"]})
+    fast = run_simulation(spec, net, cfg, symmetry=False)
+    plain = run_simulation(spec, net, cfg, symmetry=False, batching=False)
+    _same_answer(fast, plain)
+    assert fast.inputs["batched_ring_messages"] == plain.network_stats["messages"] == 4 * 8 * 14
+    assert fast.events * 8 < plain.events
+
+
 def test_the_recurrence_pairs_partners_and_declines_past_int64() -> None:
-    rec = SYS_CORE.hd_recurrence
+    rec = SYS_CORE.partner_recurrence
     # two ranks exchanging twice, the second starting 100 ns later: sends at 10 and 110; rank 0's
     # first receive waits for 110 + 5, rank 1's for its own send (110); sends at 118 and 113;
     # receives at max(113 + 5, 118) and max(118 + 5, 113)
@@ -181,3 +193,7 @@ def test_the_recurrence_pairs_partners_and_declines_past_int64() -> None:
         rec([0, 0], [2, 0], [1, 1], [0, 0], 1)
     with pytest.raises(TypeError):
         rec([0, 0], [1, 0], [1], [0, 0], 1)
+    # one row of partners for every step (a ring): rank 1 receives from 0 and 0 from 1, twice
+    assert rec([0, 100], [1, 0], [5, 5], [10, 3, 0], 2) == rec([0, 100], [1, 0, 1, 0], [5, 5, 5, 5], [10, 3, 0], 2)
+    with pytest.raises(TypeError):
+        rec([0, 0, 0], [1, 2, 0, 1], [1, 1, 1, 1], [0, 0, 0], 2)  # neither one row nor one per step
