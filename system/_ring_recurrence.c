@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "_ring_recurrence.h"
 
@@ -133,15 +134,33 @@ done:
  * one for every step (rows == 1, a ring). 0 done, 1 a time past int64. */
 int dtsim_partner_run(const int64_t *partners, const int64_t *delays, const int64_t *extra, Py_ssize_t n,
                       Py_ssize_t steps, Py_ssize_t rows, int64_t *t, int64_t *r) {
+    /* a ring (one row) whose predecessors are a rotation and whose flows share one delay: once every
+     * receive of a step waits for its message, the rest is a rotation (ring_batch._rotate) */
+    int rotation = rows == 1;
+    for (Py_ssize_t i = 0; i < n && rotation; i++)
+        rotation = delays[i] == delays[0] && partners[i] == (i + partners[0]) % n;
     for (Py_ssize_t i = 0; i < n; i++)
         if (__builtin_add_overflow(t[i], extra[0], &t[i])) return 1;
     for (Py_ssize_t j = 0; j < steps; j++) {
         Py_ssize_t row = rows == 1 ? 0 : j * n;
         const int64_t *pj = partners + row, *dj = delays + row;
+        int all_wait = rotation;
         for (Py_ssize_t i = 0; i < n; i++) {
             int64_t a;
             if (__builtin_add_overflow(t[pj[i]], dj[i], &a)) return 1;
+            all_wait &= a >= t[i];
             r[i] = a > t[i] ? a : t[i];
+        }
+        if (all_wait) { /* rank i's last receive: its (steps - j)-th predecessor's send j, plus the rest */
+            int64_t hops = steps - j, add;
+            if (__builtin_mul_overflow(hops, delays[0], &add)) return 1;
+            for (Py_ssize_t k = j + 1; k < steps; k++)
+                if (__builtin_add_overflow(add, extra[k], &add)) return 1;
+            Py_ssize_t shift = (Py_ssize_t)(((int64_t)partners[0] * (hops % n)) % n);
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (__builtin_add_overflow(t[(i + shift) % n], add, &r[i])) return 1;
+            memcpy(t, r, sizeof(int64_t) * (size_t)n);
+            return 0;
         }
         int64_t e = j + 1 < steps ? extra[j + 1] : 0;
         for (Py_ssize_t i = 0; i < n; i++)

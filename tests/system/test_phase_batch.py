@@ -180,6 +180,38 @@ def test_a_ring_all_reduce_is_joined_in_c_and_takes_few_events(tmp_path: Path) -
     assert fast.events * 8 < plain.events
 
 
+def _recurrence(starts, partners, delays, extra, steps):
+    """The recurrence step by step, on Python's integers (the reference)."""
+    n = len(starts)
+    rows = len(partners) // n
+    t = [s + extra[0] for s in starts]
+    for j in range(steps):
+        row = 0 if rows == 1 else j * n
+        r = [max(t[partners[row + i]] + delays[row + i], t[i]) for i in range(n)]
+        t = [x + (extra[j + 1] if j + 1 < steps else 0) for x in r]
+    return t
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(1, 9), steps=st.integers(1, 20), data=st.data())
+def test_the_c_recurrence_and_its_rotation_equal_the_step_by_step_one(n, steps, data) -> None:
+    """A ring's one row (its rotation shortcut where the predecessors are a rotation and the delays
+    one) and halving-doubling's row per step give the plain recurrence's times."""
+    starts = data.draw(st.lists(st.sampled_from([0, 5, 1000, 123_456]) | st.integers(0, 10**6), min_size=n, max_size=n))
+    extra = data.draw(st.lists(st.integers(0, 5_000), min_size=steps + 1, max_size=steps + 1))
+    if data.draw(st.booleans()):  # a ring: one row
+        shift = data.draw(st.sampled_from([1, n - 1]))
+        partners = [(i + shift) % n for i in range(n)]
+        d = data.draw(st.integers(0, 50_000))
+        delays = [d] * n if data.draw(st.booleans()) else data.draw(
+            st.lists(st.integers(0, 50_000), min_size=n, max_size=n))
+    else:
+        partners = data.draw(st.lists(st.integers(0, n - 1), min_size=n * steps, max_size=n * steps))
+        delays = data.draw(st.lists(st.integers(0, 50_000), min_size=n * steps, max_size=n * steps))
+    assert SYS_CORE.partner_recurrence(starts, partners, delays, extra, steps) == \
+        _recurrence(starts, partners, delays, extra, steps)
+
+
 def test_the_recurrence_pairs_partners_and_declines_past_int64() -> None:
     rec = SYS_CORE.partner_recurrence
     # two ranks exchanging twice, the second starting 100 ns later: sends at 10 and 110; rank 0's
