@@ -180,6 +180,31 @@ def test_a_ring_all_reduce_is_joined_in_c_and_takes_few_events(tmp_path: Path) -
     assert fast.events * 8 < plain.events
 
 
+@pytest.mark.parametrize("impl", ["halvingDoubling", "ring"])
+def test_a_stuck_run_reports_what_the_event_path_reports(tmp_path: Path, impl: str) -> None:
+    """Rank 3 waits for a message rank 0 sends only after the all-reduce: the phases rank 3 never
+    joins stay open, the batched attempt ends stuck, and the run's report is the event path's."""
+    for r in range(4):
+        b = GraphBuilder()
+        c = b.comp("c", 1000 * (r + 1))
+        if r == 3:
+            b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[b.recv("r", 0, 3, 4096, 7, deps=[c])])
+        else:
+            a = b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[c])
+            if r == 0:
+                b.send("s", 0, 3, 4096, 7, deps=[a])
+        b.write(tmp_path / "w", r)
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 2, "local-mem-bw": 1600,
+                                  "all-reduce-implementation": [impl]})
+    with pytest.raises(Deadlock) as plain:
+        run_simulation(tmp_path / "w", net, cfg, symmetry=False, batching=False)
+    with pytest.raises(Deadlock) as batched:
+        run_simulation(tmp_path / "w", net, cfg, symmetry=False)
+    assert str(batched.value) == str(plain.value)
+    assert "rank 3" in str(plain.value)
+
+
 def _recurrence(starts, partners, delays, extra, steps):
     """The recurrence step by step, on Python's integers (the reference)."""
     n = len(starts)
