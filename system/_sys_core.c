@@ -1178,10 +1178,12 @@ static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
     int64_t *t = NULL;
     PyObject **algos = NULL;
     int r = -1, python = 0;
-    if (!plan) {
-        python = !PyErr_Occurred();
+    if (!plan || !PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 5) {
+        python = !PyErr_Occurred(); /* no plan yet (or not one of phase_batch.py's): Python makes it */
+        plan = NULL;
         goto done;
     }
+    Py_INCREF(plan); /* held while the hand-backs are scheduled */
     PyObject *packed = PyTuple_GET_ITEM(plan, 0), *processed = PyTuple_GET_ITEM(plan, 1),
              *size = PyTuple_GET_ITEM(plan, 2), *steps_o = PyTuple_GET_ITEM(plan, 3);
     steps = PyLong_AsSsize_t(steps_o);
@@ -1260,6 +1262,7 @@ static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
 done:
     PyMem_Free(t);
     PyMem_Free(algos);
+    Py_XDECREF(plan);
     Py_DECREF(shape);
     return python ? batch_advance_py(f, key, entries) : r;
 }
@@ -1283,11 +1286,16 @@ static int phase_join(SysFast *f, PyObject *a, int kind) {
     if (zero || (!isfast && !f->endpoint_delay) || !Py_IS_TYPE(topo, topo_type)) return 0;
     PyObject *label = label_of(stream);
     if (!label) return PyErr_Occurred() ? -1 : 0;
+    PyObject *tag = SLOT(stream, stream_off[S_STREAM_ID]);
+    if (!tag) {
+        Py_DECREF(label);
+        return 0;
+    }
     PyObject *ident = SLOT(topo, topo_off[T_IDENTITY]);
     ident = ident && ident != Py_None ? Py_NewRef(ident) : PyObject_GetAttr(topo, str_identity);
     /* (tag, ring, size, collective, group ring, direction): a ring phase and a halving-doubling one
      * of one collective never share a key (None is not a Direction) */
-    PyObject *key = ident ? PyTuple_Pack(6, SLOT(stream, stream_off[S_STREAM_ID]), ident, size, ct, fast, dir) : NULL;
+    PyObject *key = ident ? PyTuple_Pack(6, tag, ident, size, ct, fast, dir) : NULL;
     Py_XDECREF(ident);
     PyObject *entries = NULL, *entry = NULL;
     int r = -1;
