@@ -1269,13 +1269,15 @@ done:
 
 /* Ring's or HalvingDoubling's run_stream_init where the batcher takes the phase
  * (system/shortcuts/phase_batch.py): the rank's (start, algorithm) joins its phase's entry list,
- * and the last rank to join runs the phase (phase_complete). 1 joined, 0 the event path's or the
- * Python ring batcher's (a phase of too few messages, a zero-byte message or a zero endpoint delay,
- * which the event path notes; other classes), -1 error. ``kind``: ours()'s, 1 or 3. */
+ * and the last rank to join runs the phase (phase_complete). 1 joined; 2 the event path's (a phase
+ * of fewer than MIN_STEPS messages, which ring_batch.py's larger MIN_STEPS leaves to it too); 0 the
+ * algorithm's own run_stream_init decides (a zero-byte message or a zero endpoint delay, which the
+ * event path notes; other classes); -1 error. ``kind``: ours()'s, 1 or 3. */
 static int phase_join(SysFast *f, PyObject *a, int kind) {
     long long steps, n, now;
     if (get_ll(a, A_STREAM_COUNT, &steps) < 0 || get_ll(a, A_NODES, &n) < 0) return -1;
-    if (steps < f->batch_min_steps || steps < 1 || n < 2) return 0;
+    if (steps < f->batch_min_steps && steps >= 1 && n >= 2) return 2;
+    if (steps < 1 || n < 2) return 0;
     PyObject *size = get(a, algo_off[A_MSG_SIZE], "msg_size"), *fast = get(a, algo_off[A_FAST], "fast"),
              *stream = get(a, algo_off[A_STREAM], "stream"), *ct = get(a, algo_off[A_COM_TYPE], "com_type"),
              *topo = get(a, packet_topology_off, "topology"),
@@ -1339,12 +1341,14 @@ done:
 static int run_stream_init(SysFast *f, PyObject *algo) {
     int kind = ours(f, algo);
     if (kind) {
-        int plain = 1;
+        int plain = 1, ask = kind != 3; /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it */
         if ((kind == 1 || kind == 3) && f->batch_open) {
             int joined = phase_join(f, algo, kind);
-            if (joined) return joined < 0 ? -1 : 0;
+            if (joined < 0) return -1;
+            if (joined == 1) return 0;
+            if (joined == 2) ask = 0; /* too short for either batcher: the event path's */
         }
-        if (kind != 3) { /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it */
+        if (ask) {
             PyObject *b = PyDict_GetItemWithError(f->sysdict, str_ring_batcher);
             if (!b && PyErr_Occurred()) return -1;
             plain = b == Py_None;
