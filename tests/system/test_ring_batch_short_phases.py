@@ -51,3 +51,12 @@ def test_short_phases_take_the_event_path_and_long_ones_are_batched(tmp_path: Pa
         assert mixed.inputs["batched_ring_messages"] == npus * steps_world
     else:
         assert mixed.inputs["batched_ring_messages"] == plain.network_stats["messages"]
+
+
+def test_a_phase_too_short_for_the_c_batcher_is_too_short_for_the_python_one() -> None:
+    """system/_sys_core.c sends a ring phase below phase_batch.MIN_STEPS straight to the event path
+    (where every rank runs on the congestion-unaware network), without asking ring_batch.py, whose
+    join would decline it by its own MIN_STEPS."""
+    from system.shortcuts import ring_batch
+
+    assert 1 < phase_batch.MIN_STEPS <= ring_batch.MIN_STEPS
