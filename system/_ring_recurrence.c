@@ -29,6 +29,17 @@ static int read_ints(PyObject *seq, Py_ssize_t n, int64_t *out, const char *what
     return 1;
 }
 
+/* the n values as a list of Python ints (NULL with an exception) */
+static PyObject *int_list(const int64_t *t, Py_ssize_t n) {
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(t[i]);
+        if (!v) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 PyObject *dtsim_ring_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "ring_recurrence(starts, pred, delays, endpoint, extra, steps)");
@@ -110,16 +121,7 @@ PyObject *dtsim_ring_recurrence(PyObject *Py_UNUSED(module), PyObject *const *ar
             if (__builtin_add_overflow(m, e, &t[i])) goto decline;
         }
     }
-    result = PyList_New(n);
-    if (!result) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyLong_FromLongLong(t[i]);
-        if (!v) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, v);
-    }
+    result = int_list(t, n);
     goto done;
 decline:
     result = Py_NewRef(Py_None);
@@ -215,16 +217,7 @@ PyObject *dtsim_partner_recurrence(PyObject *Py_UNUSED(module), PyObject *const 
         p[c] = q;
     }
     if (dtsim_partner_run(p, d, extra, n, steps, rows, t, r)) goto decline;
-    result = PyList_New(n);
-    if (!result) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyLong_FromLongLong(t[i]);
-        if (!v) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, v);
-    }
+    result = int_list(t, n);
     goto done;
 decline:
     result = Py_NewRef(Py_None);

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from collective_layouts import traffic_and_knobs, write_layout
 from implementations import implementation_lists
 from network.config import NetworkConfig
 from network.errors import InputError
@@ -43,52 +44,11 @@ def cases(draw):
         members = draw(st.permutations(range(npus)))
         k = draw(st.integers(2, npus - 1))
         groups[1] = list(members[:k])
-    colls = []
-    for _ in range(draw(st.integers(1, 4))):
-        gid = draw(st.sampled_from([None] + list(groups)))
-        size = st.one_of(st.integers(1, 3 << 20), st.sampled_from([1 << 20, 12_288]))  # equal sizes: ties
-        colls.append((draw(st.sampled_from(COLLS)), draw(size), gid))
-    # per rank: compute before each collective, so ranks start their phases at different times
-    # (or, drawn from a few values, at the same time: same-tick order)
-    comp = st.one_of(st.integers(0, 40_000), st.sampled_from([0, 2_000, 20_000]))
-    comps = [[draw(comp) for _ in colls] for _ in range(npus)]
-    p2p = None
-    if draw(st.booleans()):
-        a, b = draw(st.permutations(range(npus)))[:2]
-        p2p = (a, b, draw(st.integers(1, 1 << 16)))
-    knobs = {
-        "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
-        "endpoint-delay": draw(st.sampled_from([0, 1, 10, 37])),
-        "active-chunks-per-dimension": draw(st.sampled_from([1, 2, 4])),
-        "preferred-dataset-splits": draw(st.sampled_from([1, 2, 3, 4, 8])),
-        "collective-optimization": draw(st.sampled_from(["localBWAware", "baseline"])),
-        "local-mem-bw": draw(st.sampled_from([1600, 50, 7])),
-    }
+    colls, comps, p2p, knobs = draw(traffic_and_knobs(npus, groups, COLLS, [1 << 20, 12_288], [1, 2, 3, 4, 8]))
     queues = draw(st.sampled_from([1, 2]))
     independent = draw(st.booleans())  # collectives may overlap on a rank
     backend = draw(st.sampled_from(["congestion-unaware", "congestion-aware"]))
     return dims, algos, groups, colls, comps, p2p, knobs, queues, independent, backend
-
-
-def _write(tmp: Path, npus: int, groups, colls, comps, p2p, independent) -> Path:
-    for r in range(npus):
-        b = GraphBuilder()
-        prev: list[int] = []
-        for i, ((ct, size, gid), c) in enumerate(zip(colls, comps[r])):
-            if gid is not None and r not in groups[gid]:
-                continue
-            dep = b.comp(f"c{i}", c, deps=prev) if c else None
-            deps = [dep] if dep is not None else ([] if independent else prev)
-            k = b.collective(f"k{i}", ct, size, deps=deps, pg_name=None if gid is None else str(gid))
-            prev = [k]
-        if p2p is not None and r in p2p[:2]:
-            a, d, size = p2p
-            prev = [(b.send if r == a else b.recv)("p", a, d, size, 7, deps=prev)]
-        b.comp("tail", 1000 + r, deps=prev)  # no rank's file is empty
-        b.write(tmp / "w", r)
-    if groups:
-        (tmp / "groups.json").write_text(json.dumps({str(k): v for k, v in groups.items()}))
-    return tmp / "w"
 
 
 @settings(max_examples=int(os.environ.get("DTSIM_PROPERTY_EXAMPLES", 80)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -101,7 +61,7 @@ def test_batched_rings_equal_the_event_path(tmp_path_factory, monkeypatch, case)
     npus = 1
     for _, n in dims:
         npus *= n
-    spec = _write(tmp, npus, groups, colls, comps, p2p, independent)
+    spec = write_layout(tmp, npus, groups, colls, comps, p2p, independent)
     net = NetworkConfig.from_dict({
         "topology": [k for k, _ in dims], "npus_count": [n for _, n in dims],
         "bandwidth": [50 + 25 * i for i in range(len(dims))], "latency": [500 - 100 * i for i in range(len(dims))],
