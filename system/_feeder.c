@@ -41,6 +41,12 @@ typedef struct {
     long long pass_no;
     int all_done;
     PyObject *start, *now, *starts, *records, *on_all_done;
+    /* set by enable_replay: compute nodes replayed here, without start(node) (Workload._issue_replay) */
+    PyObject *replay_sys;    /* the rank's SysFast */
+    PyObject *node_done_cb;  /* this feeder's node_done, bound once */
+    long long *replay_ns;    /* per node: its replay time (duration_ns or 1), or -1: start(node) runs it */
+    unsigned char *replay_gpu; /* per node: its time counts as GPU compute (Workload.compute_ns) */
+    long long replayed_ns;   /* the GPU compute replayed here */
 } Feeder;
 
 static int feeder_traverse(Feeder *f, visitproc visit, void *arg) {
@@ -50,6 +56,8 @@ static int feeder_traverse(Feeder *f, visitproc visit, void *arg) {
     Py_VISIT(f->starts);
     Py_VISIT(f->records);
     Py_VISIT(f->on_all_done);
+    Py_VISIT(f->replay_sys);
+    Py_VISIT(f->node_done_cb);
     Py_VISIT(Py_TYPE(f));
     return 0;
 }
@@ -60,6 +68,8 @@ static int feeder_clear(Feeder *f) {
     Py_CLEAR(f->starts);
     Py_CLEAR(f->records);
     Py_CLEAR(f->on_all_done);
+    Py_CLEAR(f->replay_sys);
+    Py_CLEAR(f->node_done_cb);
     return 0;
 }
 
@@ -79,6 +89,10 @@ static void feeder_release(Feeder *f) {
         f->free[k] = NULL;
         f->flen[k] = f->fcap[k] = 0;
     }
+    PyMem_Free(f->replay_ns);
+    PyMem_Free(f->replay_gpu);
+    f->replay_ns = NULL;
+    f->replay_gpu = NULL;
     f->nodes = f->ids = f->index = NULL;
     Py_CLEAR(f->plan);
 }
@@ -297,6 +311,14 @@ static int issue(Feeder *f, long long i) {
         f->n_ongoing++;
     }
     if (k != K_NONE) f->in_flight[k]++;
+    if (f->replay_sys && f->replay_ns[i] >= 0) { /* Workload._start of a replayed compute node */
+        PyObject *nid = PyTuple_GET_ITEM(f->ids, i), *now = PyObject_CallNoArgs(f->now);
+        int rc = now ? PyDict_SetItem(f->starts, nid, now) : -1;
+        Py_XDECREF(now);
+        if (rc < 0) return -1;
+        if (f->replay_gpu[i]) f->replayed_ns += f->replay_ns[i];
+        return dtsim_sys_register1(f->replay_sys, f->replay_ns[i], f->node_done_cb, nid) < 0 ? -1 : 0;
+    }
     PyObject *r = PyObject_CallOneArg(f->start, PyList_GET_ITEM(f->nodes, i));
     if (!r) return -1;
     int at_once = PyObject_IsTrue(r);
@@ -415,6 +437,49 @@ error:
 
 static PyObject *Feeder_get_done(Feeder *f, void *Py_UNUSED(closure)) { return PyLong_FromSsize_t(f->done); }
 
+static PyObject *Feeder_get_replayed_ns(Feeder *f, void *Py_UNUSED(closure)) {
+    return PyLong_FromLongLong(f->replayed_ns);
+}
+
+/* enable_replay(sysfast, replay_ns, gpu): the compute nodes whose replay_ns[i] >= 0 are started here
+ * as Workload._start would (their start time, their GPU time, sys.register_event(replay_ns,
+ * node_done, id)) without a call into Python; replay_ns: n 8-byte ints, gpu: n bytes */
+static PyObject *Feeder_enable_replay(Feeder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (ready(f) < 0) return NULL;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "enable_replay(sysfast, replay_ns, gpu)");
+        return NULL;
+    }
+    Py_buffer rv, gv;
+    if (take_view(args[1], &rv, f->n, 8, "replay times") < 0) return NULL;
+    if (take_view(args[2], &gv, f->n, 1, "GPU flags") < 0) {
+        PyBuffer_Release(&rv);
+        return NULL;
+    }
+    long long *ns = PyMem_Malloc(sizeof(long long) * ((size_t)f->n + 1));
+    unsigned char *gpu = PyMem_Malloc((size_t)f->n + 1);
+    PyObject *cb = PyObject_GetAttrString((PyObject *)f, "node_done");
+    if (!ns || !gpu || !cb) {
+        PyMem_Free(ns);
+        PyMem_Free(gpu);
+        Py_XDECREF(cb);
+        PyBuffer_Release(&rv);
+        PyBuffer_Release(&gv);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    memcpy(ns, rv.buf, sizeof(long long) * (size_t)f->n);
+    memcpy(gpu, gv.buf, (size_t)f->n);
+    PyBuffer_Release(&rv);
+    PyBuffer_Release(&gv);
+    PyMem_Free(f->replay_ns);
+    PyMem_Free(f->replay_gpu);
+    f->replay_ns = ns;
+    f->replay_gpu = gpu;
+    Py_XSETREF(f->node_done_cb, cb);
+    Py_XSETREF(f->replay_sys, Py_NewRef(args[0]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Feeder_methods[] = {
     {"node_done", (PyCFunction)Feeder_node_done, METH_O,
      "node_done(node_id): the node finished; issue what that frees (Workload._node_done)"},
@@ -425,11 +490,14 @@ static PyMethodDef Feeder_methods[] = {
      "on_all_done() once every node has finished"},
     {"state", (PyCFunction)Feeder_state, METH_NOARGS,
      "(ongoing ids, dependency-free ids, {id: parents not finished}) for the stuck report"},
+    {"enable_replay", (PyCFunction)(void (*)(void))Feeder_enable_replay, METH_FASTCALL,
+     "enable_replay(sysfast, replay_ns, gpu): replayed compute nodes started in C (Workload._issue_replay)"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Feeder_getset[] = {
     {"done", (getter)Feeder_get_done, NULL, "nodes finished", NULL},
+    {"replayed_ns", (getter)Feeder_get_replayed_ns, NULL, "GPU compute replayed by enable_replay's path", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -340,6 +340,21 @@ static int register_entry(SysFast *f, long long delay, const Entry *e) {
     return 0;
 }
 
+static PyTypeObject *sysfast_type; /* SysFast, once the module is set up */
+static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *args);
+
+int dtsim_sys_register1(PyObject *sysfast, long long delay, PyObject *cb, PyObject *arg) {
+    if (!sysfast_type || Py_TYPE(sysfast) != sysfast_type) {
+        PyErr_SetString(PyExc_TypeError, "dtsim_sys_register1: not a SysFast");
+        return -1;
+    }
+    PyObject *tup = PyTuple_Pack(1, arg);
+    if (!tup) return -1;
+    int r = register_event((SysFast *)sysfast, delay, cb, tup);
+    Py_DECREF(tup);
+    return r;
+}
+
 /* Sys.register_event(delay, cb, *args) with args already a tuple */
 static int register_event(SysFast *f, long long delay, PyObject *cb, PyObject *args) {
     Entry e = {cb, {args, NULL, NULL}};
@@ -2335,6 +2350,7 @@ static int exec_module(PyObject *m) {
     if (dtsim_add_feeder(m) < 0) return -1;
     PyObject *tp = PyType_FromModuleAndSpec(m, &SysFast_spec, NULL);
     if (!tp) return -1;
+    sysfast_type = (PyTypeObject *)tp; /* the module holds it */
     if (PyModule_AddObject(m, "SysFast", tp) < 0) {
         Py_DECREF(tp);
         return -1;

@@ -88,6 +88,22 @@ def _feeder_plan(graph: Graph) -> tuple:
     return plan
 
 
+def _replay_plan(graph: Graph, roofline: bool) -> tuple[array, bytes]:
+    """For system/_feeder.c, per node in the feeder's order: the time _issue_replay gives it
+    (duration_ns, or 1 for a zero-length node) where _start would replay it (a compute node, unless
+    the roofline times it), else -1; and whether that time is GPU compute."""
+    key = ("replay", roofline)
+    plan = graph.memo.get(key)
+    if plan is None:
+        nodes = _feeder_plan(graph)[0]
+        comp = pb.COMP_NODE
+        plan = graph.memo[key] = (
+            array("q", [(n.duration_ns or 1) if n.type == comp and (n.is_cpu_op or not roofline) else -1
+                        for n in nodes]),
+            bytes(n.type == comp and not n.is_cpu_op for n in nodes))
+    return plan
+
+
 class Workload:
     """Per-NPU executor of one Chakra graph."""
 
@@ -134,8 +150,12 @@ class Workload:
         self._collective_ends: list[tuple[Node, int]] = []  # (node, end ns): ``collectives`` reads them
         self._collective_dicts: list[dict[str, Any]] = []
         self._datasets: dict[int, tuple[Node, DataSet]] = {}
-        self.compute_ns = 0
+        self._compute_ns = 0
         self._validate_rank_fields()
+        fast = getattr(sys, "_fast", None)
+        if self._core is not None and fast is not None and not self._replay_only:
+            # compute nodes replayed for their duration start in C, without a call of _start each
+            self._core.enable_replay(fast, *_replay_plan(graph, self._roofline))
 
     def _validate_rank_fields(self) -> None:
         from workload.errors import WorkloadError
@@ -254,8 +274,13 @@ class Workload:
     def _issue_replay(self, node: Node) -> None:
         runtime = node.duration_ns or 1  # ASTRA-sim: a zero-length node takes 1 ns
         if node.type == pb.COMP_NODE and not node.is_cpu_op:
-            self.compute_ns += runtime
+            self._compute_ns += runtime
         self.sys.register_event(runtime, self._node_done, node.id)
+
+    @property
+    def compute_ns(self) -> int:
+        """GPU compute time this rank has started (replayed or by the roofline)."""
+        return self._compute_ns + (self._core.replayed_ns if self._core is not None else 0)
 
     def _issue_roofline(self, node: Node) -> bool:
         cfg = self.sys.config
@@ -278,7 +303,7 @@ class Workload:
             runtime = 0
         else:
             runtime = int(float(num_ops) / perf * 1e9)
-        self.compute_ns += runtime
+        self._compute_ns += runtime
         if not runtime and not self.sys.now():
             self.sys.note_zero_delay(f"{node.describe()} is a roofline COMP of 0 ns")
         self.sys.register_event(runtime, self._node_done, node.id)

@@ -30,7 +30,7 @@ def _outcome(args: tuple, kw: dict) -> Any:
         return ("stuck", e.report())
     except InputError as e:  # the same refusal on both sides is agreement too
         return ("refused", str(e))
-    return [(w.rank, list(w.records), dict(w.starts), w.finish_time, w.remaining) for w in r.workloads]
+    return [(w.rank, list(w.records), dict(w.starts), w.finish_time, w.remaining, w.compute_ns) for w in r.workloads]
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, *args: Any, **kw: Any) -> tuple[Any, Any]:
@@ -49,6 +49,31 @@ def test_random_workloads_feed_alike(tmp_path: Path, monkeypatch: pytest.MonkeyP
         c, python = _both(monkeypatch, str(p["workload"]), str(p["network"]), str(p["system"]), backend=backend,
                           comm_groups=None if p["groups"] is None else str(p["groups"]), symmetry=False)
         assert c == python, f"seed {seed} {backend}"
+
+
+@pytest.mark.parametrize("knobs", [{}, {"roofline-enabled": 1, "peak-perf": 900, "local-mem-bw": 50},
+                                   {"replay-only": 1}], ids=["replay", "roofline", "replay-only"])
+def test_compute_is_replayed_alike_in_c_and_in_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      knobs: dict) -> None:
+    """The C feeder starts replayed compute nodes itself (enable_replay): their start, end and GPU
+    time are Python's, a zero-length node takes 1 ns, a CPU operator counts no GPU time; under the
+    roofline a GPU compute node is timed by it (in Python), under replay-only every node is Python's."""
+    import json
+
+    for r in range(4):
+        b = GraphBuilder()
+        g = b.comp("gpu", 1_500 + 700 * r, num_ops=10**9 * (r + 1), tensor_size=1 << 20)
+        c = b.comp("cpu", 2_000, deps=[g], is_cpu_op=True)
+        z = b.comp("zero", 0, deps=[c], num_ops=10**6, tensor_size=1 << 10)
+        a = b.collective("ar", "ALL_REDUCE", 1 << 20, deps=[z])
+        b.comp("tail", 3_000, deps=[a], num_ops=10**8, tensor_size=1 << 16)
+        b.comp("side", 500 * r, deps=[g])  # beside the chain: the GPU slot orders it
+        b.write(tmp_path / "w", r)
+    sys_file = tmp_path / "sys.json"
+    sys_file.write_text(json.dumps({**json.loads(SYS.read_text()), **knobs}))
+    c, python = _both(monkeypatch, str(tmp_path / "w"), str(_net(tmp_path, 4)), str(sys_file), symmetry=False)
+    assert c == python
+    assert all(rank[5] > 0 for rank in c)  # every rank ran GPU compute
 
 
 def _net(tmp_path: Path, npus: int) -> Path:
