@@ -176,8 +176,9 @@ int dtsim_partner_run(const int64_t *partners, const int64_t *delays, const int6
  * completes at max(its partner's j-th send + the flow's delay, its own j-th send), its first send
  * is ``extra[0]`` after its start and its next one ``extra[j + 1]`` after its j-th receive.
  * ``partners`` and ``delays`` hold one row of n per step, or one row for every step. Each rank's
- * last receive time, or None where some time would leave int64 (the batcher then gives the phase
- * to the event path). */
+ * last receive time, or None where some time would leave int64. The batcher runs
+ * dtsim_partner_run on its plans directly; this is its form for Python (the tests hold it to the
+ * step-by-step recurrence). */
 PyObject *dtsim_partner_recurrence(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "partner_recurrence(starts, partners, delays, extra, steps)");

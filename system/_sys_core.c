@@ -163,7 +163,8 @@ typedef struct {
     PyObject *py_proceed; /* Sys.proceed_to_next_vnet_baseline, the Python function, for other streams */
     /* set by enable_phase_batch (system/shortcuts/phase_batch.py): ring and halving-doubling phases join here */
     PyObject *batch_open;    /* phase key -> [(start ns, algorithm), ...] */
-    PyObject *batch_advance; /* PhaseBatcher.advance(key, entries): a shape's first phase, and what C declines */
+    PyObject *batch_advance; /* PhaseBatcher.advance(key, entries): checks a phase, makes its shape's plan */
+    PyObject *batch_abandoned; /* BatchAbandoned: the run is redone without batching */
     PyObject *batch_plans;   /* shape -> (int64 partners, delays and extra as bytes, processed, size, steps, rows) */
     PyObject *batch_uses;    /* shape -> phases run with its plan */
     PyObject *finish_phase_cb; /* this SysFast's finish_phase, bound once */
@@ -1174,27 +1175,30 @@ static PyObject *label_of(PyObject *stream) {
 
 static PyObject *bound(SysFast *f, const char *name);
 
-/* PhaseBatcher.advance(key, entries) in Python: a shape's first phase (it makes the plan), and
- * every phase C does not run itself (it raises BatchAbandoned where the phase cannot be proved) */
+/* PhaseBatcher.advance(key, entries) in Python: checks the phase and makes its shape's plan, or
+ * raises BatchAbandoned where the phase cannot be proved (a rank twice, another collective's rank) */
 static int batch_advance_py(SysFast *f, PyObject *key, PyObject *entries) {
     PyObject *res = PyObject_CallFunctionObjArgs(f->batch_advance, key, entries, NULL);
     Py_XDECREF(res);
     return res ? 0 : -1;
 }
 
-/* A full phase whose shape has a plan: PhaseBatcher.advance's work in C. Each rank by its place in
- * the ring, the recurrence (dtsim_partner_run), the plan's use counted (phase_batch.py books the
- * traffic at the end), and each rank's hand-back (its SysFast's finish_phase) at its last receive. */
+/* A full phase: each rank by its place in the ring, the recurrence (dtsim_partner_run) on its
+ * shape's plan (made by PhaseBatcher.advance from the shape's first phase), the plan's use counted
+ * (phase_batch.py books the traffic at the end), and each rank's hand-back (its SysFast's
+ * finish_phase) at its last receive. */
 static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
     PyObject *shape = PyTuple_GetSlice(key, 1, PyTuple_GET_SIZE(key));
     if (!shape) return -1;
     PyObject *plan = PyDict_GetItemWithError(f->batch_plans, shape); /* borrowed */
+    if (!plan && !PyErr_Occurred() && batch_advance_py(f, key, entries) == 0)
+        plan = PyDict_GetItemWithError(f->batch_plans, shape);
     Py_ssize_t n = PyList_GET_SIZE(entries), steps = 0, rows = 0;
     int64_t *t = NULL;
     PyObject **algos = NULL;
-    int r = -1, python = 0;
+    int r = -1;
     if (!plan || !PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 5) {
-        python = !PyErr_Occurred(); /* no plan yet (or not one of phase_batch.py's): Python makes it */
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "phase_batch.py made no plan of five for a phase");
         plan = NULL;
         goto done;
     }
@@ -1207,7 +1211,7 @@ static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
     if (rows == -1 && PyErr_Occurred()) goto done;
     if (!PyBytes_Check(packed) || (rows != 1 && rows != steps) ||
         PyBytes_GET_SIZE(packed) != (Py_ssize_t)sizeof(int64_t) * (2 * n * rows + steps + 1)) {
-        python = 1; /* a plan for another ring size: not this phase's */
+        PyErr_SetString(PyExc_SystemError, "a phase plan for another ring size or number of steps");
         goto done;
     }
     const int64_t *partners = (const int64_t *)PyBytes_AS_STRING(packed), *delays = partners + n * rows,
@@ -1224,7 +1228,8 @@ static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
         long long index, start;
         if (!topo || topo_ll(topo, T_INDEX, &index) < 0) goto done;
         if (index < 0 || index >= n || algos[index]) { /* a rank twice: Python says why it cannot be batched */
-            python = 1;
+            if (batch_advance_py(f, key, entries) == 0)
+                PyErr_SetString(PyExc_SystemError, "phase_batch.py passed a phase with a rank twice");
             goto done;
         }
         start = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
@@ -1232,15 +1237,12 @@ static int phase_complete(SysFast *f, PyObject *key, PyObject *entries) {
         algos[index] = algo;
         t[index] = start;
     }
-    if (dtsim_partner_run(partners, delays, extra, n, steps, rows, t, t + n)) {
-        python = 1;
+    int late = dtsim_partner_run(partners, delays, extra, n, steps, rows, t, t + n);
+    for (Py_ssize_t i = 0; i < n && !late; i++) late = t[i] > f->batch_max_time;
+    if (late) { /* the event path ends such a run by its clock */
+        PyErr_SetString(f->batch_abandoned, "a time past the 64-bit clock");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (t[i] > f->batch_max_time) {
-            python = 1;
-            goto done;
-        }
     PyObject *uses = PyDict_GetItemWithError(f->batch_uses, shape);
     long long u = 0;
     if (uses && (u = PyLong_AsLongLong(uses)) == -1 && PyErr_Occurred()) goto done;
@@ -1279,7 +1281,7 @@ done:
     PyMem_Free(algos);
     Py_XDECREF(plan);
     Py_DECREF(shape);
-    return python ? batch_advance_py(f, key, entries) : r;
+    return r;
 }
 
 /* Ring's or HalvingDoubling's run_stream_init where the batcher takes the phase
@@ -1338,9 +1340,12 @@ static int phase_join(SysFast *f, PyObject *a, int kind) {
         if (same < 0) goto done;
     }
     if (joined == n || !same) {
-        if (PyDict_DelItem(f->batch_open, key) < 0 ||
-            (same ? phase_complete(f, key, entries) : batch_advance_py(f, key, entries)) < 0)
+        if (PyDict_DelItem(f->batch_open, key) < 0) goto done;
+        if (same ? phase_complete(f, key, entries) < 0 : batch_advance_py(f, key, entries) < 0) goto done;
+        if (!same) { /* advance raises BatchAbandoned on ranks of two collectives */
+            PyErr_SetString(PyExc_SystemError, "phase_batch.py passed ranks of two collectives under one key");
             goto done;
+        }
     }
     r = 1;
 done:
@@ -1351,8 +1356,8 @@ done:
     return r;
 }
 
-/* algorithm.run_stream_init(): for ours, PacketAlgorithm's parallel_reduce insertions, unless a
- * Ring's batcher (system/shortcuts/ring_batch.py) may take the phase */
+/* algorithm.run_stream_init(): for ours, PacketAlgorithm's parallel_reduce insertions, unless the C
+ * core's batcher (phase_join) or a Ring's Python one (system/shortcuts/ring_batch.py) takes the phase */
 static int run_stream_init(SysFast *f, PyObject *algo) {
     int kind = ours(f, algo);
     if (kind) {
@@ -1675,13 +1680,13 @@ static PyObject *SysFast_enable_scheduling(SysFast *f, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
-/* enable_phase_batch(open, advance, min_steps, plans, uses, max_time): ring and halving-doubling
- * phases join the batcher's lists (system/shortcuts/phase_batch.py) */
+/* enable_phase_batch(open, advance, min_steps, plans, uses, max_time, abandoned): ring and
+ * halving-doubling phases join the batcher's lists (system/shortcuts/phase_batch.py) */
 static PyObject *SysFast_enable_phase_batch(SysFast *f, PyObject *const *args, Py_ssize_t n) {
-    if (n != 6 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1]) || !PyDict_CheckExact(args[3]) ||
-        !PyDict_CheckExact(args[4])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "enable_phase_batch(open: dict, advance, min_steps: int, plans: dict, uses: dict, max_time: int)");
+    if (n != 7 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1]) || !PyDict_CheckExact(args[3]) ||
+        !PyDict_CheckExact(args[4]) || !PyExceptionClass_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "enable_phase_batch(open: dict, advance, min_steps: int, plans: dict, "
+                                         "uses: dict, max_time: int, abandoned: exception class)");
         return NULL;
     }
     long long m = PyLong_AsLongLong(args[2]), top = PyLong_AsLongLong(args[5]);
@@ -1693,6 +1698,7 @@ static PyObject *SysFast_enable_phase_batch(SysFast *f, PyObject *const *args, P
     Py_XSETREF(f->batch_advance, Py_NewRef(args[1]));
     Py_XSETREF(f->batch_plans, Py_NewRef(args[3]));
     Py_XSETREF(f->batch_uses, Py_NewRef(args[4]));
+    Py_XSETREF(f->batch_abandoned, Py_NewRef(args[6]));
     f->batch_min_steps = m;
     f->batch_max_time = top;
     Py_RETURN_NONE;
@@ -1745,8 +1751,8 @@ static PyMethodDef SysFast_methods[] = {
     {"insert_into_ready_list", (PyCFunction)SysFast_insert_into_ready_list, METH_O,
      "Sys.insert_into_ready_list(stream)"},
     {"enable_phase_batch", (PyCFunction)(void (*)(void))SysFast_enable_phase_batch, METH_FASTCALL,
-     "enable_phase_batch(open, advance, min_steps, plans, uses, max_time): ring and halving-doubling phases join "
-     "the batcher (system/shortcuts/phase_batch.py)"},
+     "enable_phase_batch(open, advance, min_steps, plans, uses, max_time, abandoned): ring and halving-doubling "
+     "phases join the batcher (system/shortcuts/phase_batch.py)"},
     {"finish_phase", (PyCFunction)(void (*)(void))SysFast_finish_phase, METH_FASTCALL,
      "finish_phase(algorithm, messages, processed, size): a batched phase's hand-back at its last receive"},
     {NULL, NULL, 0, NULL},
@@ -1828,6 +1834,7 @@ static int SysFast_traverse(SysFast *f, visitproc visit, void *arg) {
     Py_VISIT(f->batch_advance);
     Py_VISIT(f->batch_plans);
     Py_VISIT(f->batch_uses);
+    Py_VISIT(f->batch_abandoned);
     Py_VISIT(f->finish_phase_cb);
     Py_VISIT(Py_TYPE(f));
     return 0;
@@ -1850,6 +1857,7 @@ static int SysFast_clear(SysFast *f) {
     Py_CLEAR(f->batch_advance);
     Py_CLEAR(f->batch_plans);
     Py_CLEAR(f->batch_uses);
+    Py_CLEAR(f->batch_abandoned);
     Py_CLEAR(f->finish_phase_cb);
     return 0;
 }

@@ -16,7 +16,7 @@ methods; a ring's predecessors from its ranks' own algorithms; halving-doubling'
 algorithm's own pairing rule. The per-rank work is in C (system/_sys_core.c): a rank's stream start
 joins its phase's list (``phase_join``), and the last rank to join runs the phase on its shape's
 plan (``phase_complete``: the recurrence on int64 arrays, each rank's ``finish_phase`` at its last
-receive). A phase whose shape has no plan yet comes here once (``advance``), which makes it.
+receive). A phase whose shape has no plan yet comes here first (``advance``), which makes it.
 
 Taken where every rank runs (no orbit or representative run) and the C core is built; elsewhere, and
 for what C declines (a phase of fewer than MIN_STEPS messages, a zero-byte message, a zero endpoint
@@ -32,7 +32,6 @@ from network.event_queue import MAX_TIME_NS
 from system.collective.halving_doubling import HalvingDoubling, _partner_index as _hd_partner_index
 from system.collective.ring import Ring
 from system.shortcuts.ring_batch import BatchAbandoned
-from system.sys_core import SYS_CORE
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 #: equality tests). A 2-message phase costs about as much either way, a 4-message one 11 % less
 #: wall (64-rank layouts of 4-rank halving-doubling all-gathers and all-reduces)
 MIN_STEPS = 2
-_RECURRENCE = None if SYS_CORE is None else getattr(SYS_CORE, "partner_recurrence", None)
 
 
 def attach(backend: Any, systems: list[Any]) -> "PhaseBatcher | None":
@@ -51,7 +49,7 @@ def attach(backend: Any, systems: list[Any]) -> "PhaseBatcher | None":
     delay = getattr(backend, "fixed_delay_ns", None)
     if delay is None or getattr(backend, "rep_of", None) is not None:
         return None
-    batcher = PhaseBatcher(delay, backend.schedule, backend.now, backend.account_flows)
+    batcher = PhaseBatcher(delay, backend.account_flows)
     return batcher if batcher.attach(systems) else None
 
 
@@ -61,36 +59,32 @@ class PhaseBatcher:
     The C core fills ``open`` (a phase's key → the ``(start ns, algorithm)`` of the ranks that
     joined it) and runs a full phase itself where ``plans`` holds its shape (the ring, the
     message size, the collective, group ring or not, the direction: what fixes its steps, sizes and
-    partners), counting it in ``uses``; ``advance`` runs the first phase of each shape and makes
-    its plan."""
+    partners), counting it in ``uses``; ``advance`` makes each shape's plan from its first phase."""
 
-    def __init__(self, delay: Callable[[int, int, int], int], schedule: Any, now: Callable[[], int],
-                 account: Callable[[list, int, int], None]) -> None:
+    def __init__(self, delay: Callable[[int, int, int], int], account: Callable[[list, int, int], None]) -> None:
         self._delay = delay
-        self._schedule = schedule
-        self._now = now
         self._account = account
         self.open: dict[tuple, list[tuple[int, Any]]] = {}
         self.plans: dict[tuple, tuple] = {}  # shape → the C core's plan (int64 arrays as bytes, ...)
         self.uses: dict[tuple, int] = {}  # shape → phases run with it (flush books their traffic)
         self._packets: dict[tuple, tuple] = {}  # (ranks, collective, size, ...) → its packets and partners
-        self._lists: dict[tuple, tuple] = {}  # shape → the plan as Python's lists (advance)
         self._flows: dict[tuple, tuple[int, list]] = {}  # shape → its messages, [(pairs, size, count)]
         self.messages = 0
 
     def attach(self, systems: list[Any]) -> bool:
         """Let every rank's C core join its phases here; False where one has no C core."""
         fasts = [getattr(s, "_fast", None) for s in systems]
-        if _RECURRENCE is None or any(f is None or not hasattr(f, "enable_phase_batch") for f in fasts):
+        if any(f is None or not hasattr(f, "enable_phase_batch") for f in fasts):
             return False
         for f in fasts:
-            f.enable_phase_batch(self.open, self.advance, MIN_STEPS, self.plans, self.uses, MAX_TIME_NS)
+            f.enable_phase_batch(self.open, self.advance, MIN_STEPS, self.plans, self.uses, MAX_TIME_NS,
+                                 BatchAbandoned)
         return True
 
     def advance(self, key: tuple, entries: list[tuple[int, Any]]) -> None:
-        """A phase the C core hands over: its shape's first, or one it cannot run (a rank in it
-        twice; a rank of another collective under its key, handed over as it joins). Runs it, or
-        raises BatchAbandoned."""
+        """A phase the C core hands over before it runs it: its shape's first (whose plan this
+        makes), or one it cannot run (a rank in it twice; a rank of another collective under its
+        key, handed over as it joins), for which this raises BatchAbandoned."""
         first = entries[0][1]
         n = first.nodes_in_ring
         last_algo = entries[-1][1]
@@ -98,34 +92,22 @@ class PhaseBatcher:
             raise BatchAbandoned(f"rank {last_algo.id}: {_kind(first)} phase of {last_algo.stream.dataset.label} "
                                  f"meets one of {first.stream.dataset.label}")
         algos: list[Any] = [None] * n
-        starts = [0] * n
-        for start, algo in entries:
+        for _, algo in entries:
             i = algo.topology.index_in_ring
             if algos[i] is not None:
                 raise BatchAbandoned(f"rank {algo.id}: two open {_kind(first)} phases share tag {key[0]}")
             algos[i] = algo
-            starts[i] = start
         if len(entries) != n:
             raise BatchAbandoned(f"{_kind(first)} phase of {first.stream.dataset.label}: {len(entries)} of {n} "
                                  "ranks joined")
         shape = key[1:]
-        if shape not in self._lists:
+        if shape not in self.plans:
             self._make_plan(shape, algos, 10 if first.fast else first.sys.communication_delay)
-        partners, delays, extra, processed, size = self._lists[shape]
-        steps = first.stream_count
-        last = _RECURRENCE(starts, partners, delays, extra, steps)
-        if last is None or max(last) > MAX_TIME_NS:
-            raise BatchAbandoned("a time past the 64-bit clock")
-        self.uses[shape] = self.uses.get(shape, 0) + 1
-        now = self._now()
-        schedule = self._schedule
-        for algo, t in zip(algos, last):
-            schedule(t - now, algo.sys._fast.finish_phase, algo, steps, processed, size)
 
     def _make_plan(self, shape: tuple, algos: list[Any], endpoint: int) -> None:
         """The shape's flat partner indices and delays (a row per step, or one for a ring), the
-        time from each receive to the next send, and the last packet's reduction and size, for
-        Python and for C."""
+        time from each receive to the next send, and the last packet's reduction and size, as the
+        C core reads them (int64 arrays in one bytes)."""
         algo = algos[0]
         ids = algo.topology.members
         n = len(ids)
@@ -145,11 +127,11 @@ class PhaseBatcher:
             flows.append((pairs, size, steps if rows == 1 else 1))
         extra = [endpoint + (3 * int(size / bw * 1e9) if r else 0) for size, r in packets]
         size, processed = packets[steps]
-        self._lists[shape] = (partners, delays, extra, processed, size)
-        self._flows[shape] = (n * steps, flows)
         values = partners + delays + extra
-        if all(-(1 << 63) <= v < (1 << 63) for v in values):  # else Python's integers, in advance
-            self.plans[shape] = (array("q", values).tobytes(), processed, size, steps, rows)
+        if not all(-(1 << 63) <= v < (1 << 63) for v in values):
+            raise BatchAbandoned("a delay past the 64-bit clock")
+        self._flows[shape] = (n * steps, flows)
+        self.plans[shape] = (array("q", values).tobytes(), processed, size, steps, rows)
 
     def _steps(self, algos: list[Any]) -> tuple[list[tuple[int, bool]], list[int]]:
         """Each packet's (size, reduction), and the partner indices: a ring's predecessors (one

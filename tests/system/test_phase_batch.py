@@ -217,3 +217,4 @@ def test_the_recurrence_pairs_partners_and_declines_past_int64() -> None:
     assert rec([0, 100], [1, 0], [5, 5], [10, 3, 0], 2) == rec([0, 100], [1, 0, 1, 0], [5, 5, 5, 5], [10, 3, 0], 2)
     with pytest.raises(TypeError):
         rec([0, 0, 0], [1, 2, 0, 1], [1, 1, 1, 1], [0, 0, 0], 2)  # neither one row nor one per step
+
