@@ -576,17 +576,23 @@ def _interpreter_floor(repeat: int) -> dict:
     """What any Python process costs here before our first import, started as our runs are:
     ``python -c pass``'s median wall and peak RSS, and the site-packages .pth files that run code
     at every start (an environment's certificate hook or an import finder can cost tens of ms
-    and several MB, which every row with our wall includes and ASTRA-sim's does not)."""
+    and several MB, which every row with our wall includes and ASTRA-sim's does not). With it,
+    ``startup``: the median wall of ``python -m system.main --version``, the interpreter started as
+    our runs are and every module a run imports before it reads its input, the least any row of
+    ours can take (against ASTRA-sim's runs of a few hundredths of a second it is most of ours)."""
     import site
     import subprocess
 
-    runs = []
+    runs, startups = [], []
     with tempfile.TemporaryDirectory() as t:
         measured = Path(t) / "m.json"
         for _ in range(max(5, repeat)):
             subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-c", "pass"],
                            env=_child_env(), check=True, **_SPAWN)
             runs.append(json.loads(measured.read_text()))
+            subprocess.run([sys.executable, "-S", "-c", _SPAWNER, str(measured), sys.executable, "-m", "system.main",
+                            "--version"], env=_child_env(), check=True, stdout=subprocess.DEVNULL, **_SPAWN)
+            startups.append(json.loads(measured.read_text()))
     hooks = []
     for folder in site.getsitepackages() + [site.getusersitepackages()]:
         for pth in sorted(Path(folder).glob("*.pth")) if Path(folder).is_dir() else ():
@@ -596,8 +602,11 @@ def _interpreter_floor(repeat: int) -> dict:
                 continue
             if any(line.startswith(("import ", "import\t")) for line in lines):  # site exec()s these lines
                 hooks.append(pth.name)
+    if any(r["code"] != 0 for r in startups):
+        raise RuntimeError(f"{sys.executable} -m system.main --version exited {[r['code'] for r in startups]}")
     return {"wall": sorted(r["wall"] for r in runs)[len(runs) // 2], "rss_mb": max(r["rss_mb"] for r in runs),
-            "pth_hooks": hooks, "venv": sys.prefix != sys.base_prefix}
+            "pth_hooks": hooks, "venv": sys.prefix != sys.base_prefix,
+            "startup": sorted(r["wall"] for r in startups)[len(startups) // 2]}
 
 
 def _median_run(runs: list[dict]) -> dict:
@@ -711,6 +720,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _byte_compile()
     rows = []
+    floor = None
     if a.astra_sim_bin:
         floor = _interpreter_floor(a.repeat)
         print(f"note: this interpreter's own start ('python -c pass') takes {floor['wall']:.3f} s and "
@@ -718,6 +728,8 @@ def main(argv: list[str] | None = None) -> int:
               f"start: {', '.join(floor['pth_hooks']) or 'none'}"
               + ("" if floor["venv"] else " (not a virtual environment: one made by 'python -m venv' holds only "
                                           "what is installed in it, as users usually run)"))
+        print(f"note: our start-up before reading any input ('python -m system.main --version': that start and "
+              f"every module a run imports first) takes {floor['startup']:.3f} s, the least any row of ours can take")
         # whole-process walls on both sides: our start-up and imports count, as ASTRA-sim's do
         hdr = (f"{'case':<24} {'NPUs':>5} {'events':>10} {'wall s':>8} {'RSS MB':>7} {'ASTRA s':>8} "
                f"{'ASTRA MB':>8} {'wall ratio':>10}  cycles")
@@ -793,7 +805,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<24} {r['npus']:>5} {r['events']:>10} {r['wall']:>8.3f} {eps:>10.0f} {r['rss_mb']:>7.1f} "
                   f"{r['end_cycles']:>10}  {vs}")
     if any(n.startswith("draw-") for n in names):
-        print(_draw_summary([r for r in rows if r["case"].startswith("draw-")], bool(a.astra_sim_bin)))
+        print(_draw_summary([r for r in rows if r["case"].startswith("draw-")], bool(a.astra_sim_bin),
+                            floor["startup"] if floor else None))
     if a.json:
         for r in rows:  # per-rank lists make the file long without saying more than the verdict
             r.pop("cycles", None)
@@ -813,10 +826,11 @@ def _case_name(value: str) -> str:
     return value
 
 
-def _draw_summary(rows: list[dict], with_astra: bool) -> str:
+def _draw_summary(rows: list[dict], with_astra: bool, startup: float | None = None) -> str:
     """One line over the drawn layouts: how many ran, how many ASTRA-sim finished, how many of
     those agree on every rank, and the wall ratio's median and range and the peak RSS against
-    ASTRA-sim's."""
+    ASTRA-sim's. With ``startup`` (_interpreter_floor's): how long ASTRA-sim takes for the whole of
+    each layout we are slower on, against that start-up of ours."""
     import statistics
 
     ours_failed = [r for r in rows if r.get("failed")]
@@ -834,6 +848,10 @@ def _draw_summary(rows: list[dict], with_astra: bool) -> str:
         text += (f"; wall ratio median {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x), "
                  f"above 1.0x in {len(slower)} of {len(ratios)}" + (f" ({', '.join(slower)})" if slower else "")
                  + f"; peak RSS at most ASTRA-sim's in {leaner} of {len(compared)}")
+        if slower and startup is not None:
+            walls = sorted(r["astra_sim"]["wall"] for r in compared if r.get("wall_ratio", 0) > 1.0)
+            text += (f"; ASTRA-sim's whole run on those {walls[0]:.3f}-{walls[-1]:.3f} s, our start-up alone "
+                     f"{startup:.3f} s")
     return text
 
 
