@@ -1361,7 +1361,9 @@ done:
 static int run_stream_init(SysFast *f, PyObject *algo) {
     int kind = ours(f, algo);
     if (kind) {
-        int plain = 1, ask = kind != 3; /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it */
+        /* Ring.run_stream_init asks sys.ring_batcher first; AllToAll inherits it, but the batcher's join
+         * refuses every algorithm but the exact Ring (ring_batch.py), so direct goes straight to its packets */
+        int plain = 1, ask = kind == 1;
         if ((kind == 1 || kind == 3) && f->batch_open) {
             int joined = phase_join(f, algo, kind);
             if (joined < 0) return -1;

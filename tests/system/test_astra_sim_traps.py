@@ -177,15 +177,25 @@ def test_dimension_left_out_by_a_short_implementation_list_warns_once(tmp_path: 
 @pytest.mark.usefixtures("batch_every_ring")  # its 4-rank phases, batched (conftest.py)
 def test_verify_shortcuts_names_both_answers(tmp_path: Path, monkeypatch) -> None:
     prefix = _direct1(tmp_path)
-    net, cfg = _net(["Ring"], [4]), _sys(all_gather_implementation=["direct1"])
+    net, cfg = _net(["Ring"], [4]), _sys(all_gather_implementation=["ring"])
     ok = run_simulation(str(prefix), net, cfg, verify_shortcuts=True)
-    assert ok.finish_ns == [7700, 6700, 6700, 6700]
-    from system.shortcuts import ring_batch
-    from system.collective.all_to_all import AllToAll
+    assert ok.inputs["shortcut"] == "batched" and ok.inputs["shortcuts_verified"] is True
+    assert ok.finish_ns == run_simulation(str(prefix), net, cfg, batching=False).finish_ns
+    from system.shortcuts import phase_batch, ring_batch
 
-    monkeypatch.setattr(ring_batch, "Ring", AllToAll)  # the old bug: direct phases batched as rings
-    assert run_simulation(str(prefix), net, cfg).finish_ns == [7200, 6200, 6200, 6200]
-    with pytest.raises(ShortcutMismatch, match="batched shortcut finishes rank 0 at 7200 cycles, the every-event path at 7700"):
+    # a wrong shortcut: the batched recurrences (phase_batch in C, ring_batch in Python) with
+    # every message 100 ns faster than the network's (the every-event path keeps the true delay)
+    for cls in (phase_batch.PhaseBatcher, ring_batch.RingBatcher):
+        def wrong(self, *a, real=cls.__init__, **k) -> None:
+            real(self, *a, **k)
+            true_delay = self._delay
+            assert true_delay is not None  # the congestion-unaware network's fixed delays
+            self._delay = lambda src, dst, size: true_delay(src, dst, size) - 100
+        monkeypatch.setattr(cls, "__init__", wrong)
+    fast = run_simulation(str(prefix), net, cfg).finish_ns
+    assert fast[0] < ok.finish_ns[0]
+    with pytest.raises(ShortcutMismatch, match=f"batched shortcut finishes rank 0 at {fast[0]} cycles, "
+                                               f"the every-event path at {ok.finish_ns[0]}"):
         run_simulation(str(prefix), net, cfg, verify_shortcuts=True)
 
 

@@ -104,6 +104,35 @@ def test_a_ring_all_reduce_is_batched_and_takes_few_events(tmp_path: Path, backe
     assert fast.network_stats.get("max_link_queue") == plain.network_stats.get("max_link_queue")
 
 
+def test_direct_phases_start_their_packets_without_asking_the_ring_batcher(tmp_path: Path, monkeypatch) -> None:
+    """A direct (AllToAll) phase inherits Ring.run_stream_init, which asks the ring batcher to
+    join first; the batcher refuses every algorithm but the exact Ring, so the C core starts a
+    direct phase's packets itself, without that Python round trip (1.6 % of a 128-rank direct
+    layout's instructions), and the answer is the event path's."""
+    from system.collective.all_to_all import AllToAll
+    from system.collective.ring import Ring
+
+    assert ring_batch.RingBatcher.join(None, AllToAll.__new__(AllToAll)) is False  # what the C core relies on
+    asked = []
+    through_python = Ring.run_stream_init
+
+    def counted(self) -> None:
+        asked.append(type(self).__name__)
+        through_python(self)
+
+    monkeypatch.setattr(Ring, "run_stream_init", counted)
+    spec = write_collective_microbenchmark(tmp_path / "ag", 8, "ALL_GATHER", 1 << 20)
+    net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [8], "bandwidth": [50], "latency": [500]})
+    cfg = SystemConfig.from_dict({"preferred-dataset-splits": 4, "local-mem-bw": 1600,
+                                  "all-gather-implementation": ["direct"]})
+    fast = run_simulation(spec, net, cfg, symmetry=False)
+    direct_asks = asked.count("AllToAll")
+    plain = run_simulation(spec, net, cfg, symmetry=False, batching=False)
+    assert fast.finish_ns == plain.finish_ns and fast.network_stats == plain.network_stats
+    # 8 ranks x 4 chunks: through Python only where the C core is not compiled
+    assert direct_asks == (0 if SYS_CORE is not None else 8 * 4)
+
+
 def test_other_traffic_on_a_claimed_link_reruns_on_the_event_path(tmp_path: Path) -> None:
     """Two chunks share the ring's links at once on the congestion-aware network (two active
     chunks per dimension): the second phase finds the first one's claim on the links, the batched
