@@ -144,7 +144,8 @@ class CollectiveGeneration:
         it, without deriving the recipe again."""
         name, size, gid, group, count, chunk, phases, pristine = recipe
         seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
-        dataset = DataSet(self._dataset_ids, count, self.now(), CollectiveLabel(name, size, gid, seq))
+        label = CollectiveLabel(name, size, gid, seq)
+        dataset = DataSet(self._dataset_ids, count, self.now(), self.labels.setdefault(label, label))
         self._dataset_ids += 1
         self._start_streams(dataset, count, chunk, phases, pristine, group, self.get_priority(explicit_priority),
                             seq)
@@ -200,6 +201,7 @@ class CollectiveGeneration:
         gid = None if group is None else group.id
         seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
         label = CollectiveLabel(CONFIG_NAMES[com_type], size, gid, seq)
+        label = self.labels.setdefault(label, label)
         chunk, size = self.determine_chunk_size(size, com_type)
         if chunk == 0 and size > 0:
             chunk = 1

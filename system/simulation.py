@@ -354,10 +354,12 @@ class _RankRun:
         systems: list[Sys] = []
         workloads: list[Workload] = []
         custom_loader = _custom_loader_factory()
+        labels: dict = {}  # Sys.labels: one object per collective, for every rank of this attempt
         for r in ranks:
             s = Sys(r, net_backend, sys_cfg, queues, custom_loader, rendezvous=self.rendezvous)
             s.ring_batcher = batcher
             s.divergences = divergences
+            s.labels = labels
             groups = {gid: CommunicatorGroup(gid, members, s)
                       for gid, members in self.groups_spec.items() if r in members}
             if remote is not None:

@@ -19,7 +19,7 @@ from system.logical_topology import LogicalTopology
 from system.queue_levels import QueueLevels
 from system.rendezvous import RendezvousMixin
 from system.scheduler_unit import SchedulerUnit
-from system.stream import StreamBaseline
+from system.stream import CollectiveLabel, StreamBaseline
 from system.sys_core import SYS_CORE
 
 TYPE_CHECKING = False  # typing's flag without importing typing at run time (tests/cli/test_startup.py)
@@ -80,6 +80,9 @@ class Sys(RendezvousMixin, CollectiveGeneration):
         self.custom_loader = custom_loader
         self.ring_batcher = None  # system/shortcuts/ring_batch.py, set by run_simulation where it applies
         self.divergences = Divergences()  # shared by the ranks of one run (system/divergence.py)
+        # one CollectiveLabel object per collective, shared by the ranks of one run (run_simulation): the
+        # network compares the labels of every message and its receive, equal labels being the same object
+        self.labels: dict[CollectiveLabel, CollectiveLabel] = {}
         self.astra_streams = 0  # ASTRA-sim's per-rank stream counter, which group streams advance too
         self.world_first_tags: dict[int, int] = {}  # world collective number → ASTRA-sim's first tag
         self.rendezvous = rendezvous

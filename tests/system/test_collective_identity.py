@@ -75,3 +75,21 @@ def test_pairing_compares_labels_in_either_posting_order(tmp_path: Path) -> None
     b2.exchange(0, 1, 3, 100, 5, ("a", 1), got.append, "x")
     with pytest.raises(MessageMismatchError, match="posted for it belongs to"):
         b2.exchange(1, 2, 0, 100, 5, ("b", 1), got.append, "y")
+
+
+def test_the_ranks_of_a_run_share_one_label_object_per_collective(tmp_path: Path) -> None:
+    """Every message's label is compared with its receive's: the ranks of a run share one label
+    object per collective (Sys.labels), so equal labels are the same object and the comparison
+    stops at identity; labels that differ stay two objects, whose mismatch the test above sees."""
+    from system.main import run_simulation
+    from system.stream import CollectiveLabel
+
+    result = run_simulation(_two_collectives(tmp_path, set()), NetworkConfig.from_file(_net(tmp_path)),
+                            symmetry=False)
+    tables = [s.labels for s in result.systems]
+    assert len(tables) == 4 and all(t is tables[0] for t in tables)
+    assert list(tables[0]) == [CollectiveLabel("reduce-scatter", 4 * MIB, None, 1),
+                               CollectiveLabel("all-gather", MIB, None, 2)]
+    again = run_simulation(_two_collectives(tmp_path, set()), NetworkConfig.from_file(_net(tmp_path)),
+                           symmetry=False)
+    assert again.systems[0].labels is not tables[0]  # a table per run, not one growing across runs
