@@ -143,13 +143,20 @@ class CollectiveGeneration:
         """A collective started from plan_collective's recipe: what generate_collective does for
         it, without deriving the recipe again."""
         name, size, gid, group, count, chunk, phases, pristine = recipe
-        seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
-        label = CollectiveLabel(name, size, gid, seq)
-        dataset = DataSet(self._dataset_ids, count, self.now(), self.labels.setdefault(label, label))
+        label = self._next_label(name, size, gid)
+        dataset = DataSet(self._dataset_ids, count, self.now(), label)
         self._dataset_ids += 1
         self._start_streams(dataset, count, chunk, phases, pristine, group, self.get_priority(explicit_priority),
-                            seq)
+                            label.seq)
         return dataset
+
+    def _next_label(self, name: str, size: int, gid: int | None) -> CollectiveLabel:
+        """The label of this rank's next collective on group ``gid`` (the world: None), the run's
+        one object for it (Sys.labels, shared by the ranks: the network's label check on every
+        message then stops at identity)."""
+        seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
+        label = CollectiveLabel(name, size, gid, seq)
+        return self.labels.setdefault(label, label)
 
     def _planned_phases(self, topology: LogicalTopology, impls: tuple[CollectiveImpl, ...],
                         involved: list[bool] | None, com_type: ComType) -> tuple[tuple, dict]:
@@ -199,9 +206,7 @@ class CollectiveGeneration:
                             com_type: ComType, explicit_priority: int,
                             group: CommunicatorGroup | None) -> DataSet:
         gid = None if group is None else group.id
-        seq = self._collectives_on[gid] = self._collectives_on.get(gid, 0) + 1
-        label = CollectiveLabel(CONFIG_NAMES[com_type], size, gid, seq)
-        label = self.labels.setdefault(label, label)
+        label = self._next_label(CONFIG_NAMES[com_type], size, gid)
         chunk, size = self.determine_chunk_size(size, com_type)
         if chunk == 0 and size > 0:
             chunk = 1
@@ -222,7 +227,7 @@ class CollectiveGeneration:
         if not plan:  # no dimension takes part
             dataset.active = False
             return dataset
-        self._start_streams(dataset, count, chunk, plan, pristine, group, pri, seq)
+        self._start_streams(dataset, count, chunk, plan, pristine, group, pri, label.seq)
         return dataset
 
     def _start_streams(self, dataset: DataSet, count: int, chunk: int, plan: tuple, pristine: dict,
