@@ -44,6 +44,13 @@ SEVERAL_QUEUES = ("--num-queues-per-dim > 1 on the congestion-aware backend: the
                   "all-reduce then a oneDirect all-gather on FullyConnected(4) finishes ranks 0 and 1 earlier)")
 
 
+#: why no phase is batched where the endpoint delay is 0
+ZERO_ENDPOINT = ("endpoint-delay 0: a phase's first message leaves in the very tick its stream starts, so which "
+                 "of a rank's streams sends first is the order of that tick's events, which a batched phase's "
+                 "hand-back does not keep (a 3-D layout of 2-rank rings deadlocked on the event path and "
+                 "finished batched)")
+
+
 def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: Any, backend_name: str, *,
          symmetry: bool, batching: bool, rendezvous: bool,
          declared: list[list[list[int]]] | None = None, queues_per_dim: int = 1) -> tuple[list[Attempt], list[str]]:
@@ -53,6 +60,8 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
     attempts: list[Attempt] = []
     declined: list[str] = []
     topology = net.topology
+    zero_endpoint = batching and config.endpoint_delay_ns == 0
+    batching = batching and not zero_endpoint
     several_queues = backend_name == "congestion-aware" and queues_per_dim > 1
     if declared is not None:
         if not symmetry or rendezvous or several_queues:
@@ -103,7 +112,7 @@ def plan(graphs: Sequence[Any], groups: dict[int, list[int]], config: Any, net: 
             except Decline as e:
                 why("orbits", str(e))
     if not batching or rendezvous:
-        why("batched", "--no-batching" if not batching else "--rendezvous-protocol")
+        why("batched", "--rendezvous-protocol" if rendezvous else ZERO_ENDPOINT if zero_endpoint else "--no-batching")
     else:
         try:
             if backend_name == "congestion-aware":  # ring phases advance through the links' queues

@@ -84,11 +84,36 @@ def test_batched_rings_equal_the_event_path(tmp_path_factory, monkeypatch, case)
     assert fast.inputs["batched_ring_messages"] <= plain.network_stats["messages"]
 
 
-def _ring_run(tmp: Path, npus: int, **kw):
+def test_a_zero_endpoint_delay_runs_every_phase_on_the_event_path(tmp_path: Path) -> None:
+    """With endpoint-delay 0 a phase's first message leaves in the tick its stream starts, and
+    same-tick order, which a batched hand-back does not keep, decides which of a rank's streams
+    sends first. This drawn layout (2 x 2 x 2, ranks starting at 0 or 20 us) deadlocks on the event
+    path and, batched, finished with an answer; now nothing is batched there and both say stuck."""
+    dims = [("Switch", 2), ("Ring", 2), ("Switch", 2)]
+    spec = write_layout(tmp_path, 8, {}, [("ALL_REDUCE", 1, None)],
+                        [[20000], [0], [0], [20000], [0], [20000], [0], [20000]], None, False)
+    net = NetworkConfig.from_dict({"topology": [k for k, _ in dims], "npus_count": [2, 2, 2],
+                                   "bandwidth": [50, 75, 100], "latency": [500, 400, 300]})
+    cfg = SystemConfig.from_dict({"scheduling-policy": "LIFO", "endpoint-delay": 0, "preferred-dataset-splits": 2,
+                                  "local-mem-bw": 1600, "all-reduce-implementation": ["ring"] * 3})
+    kw = dict(symmetry=False, backend="congestion-unaware")
+    with pytest.raises(Deadlock) as plain:
+        run_simulation(spec, net, cfg, batching=False, **kw)
+    with pytest.raises(Deadlock) as batched:
+        run_simulation(spec, net, cfg, **kw)
+    assert str(batched.value) == str(plain.value)
+    # where it runs, the run says why nothing was batched
+    ok = _ring_run(tmp_path, 4, system={"endpoint-delay": 0})
+    assert ok.inputs["batched_ring_messages"] == 0 and ok.inputs["shortcut"] == "none"
+    assert any(d.startswith("batched: endpoint-delay 0") for d in ok.inputs["shortcuts_declined"])
+    assert ok.finish_ns == _ring_run(tmp_path, 4, system={"endpoint-delay": 0}, batching=False).finish_ns
+
+
+def _ring_run(tmp: Path, npus: int, system: dict | None = None, **kw):
     spec = write_collective_microbenchmark(tmp / "ar", npus, "ALL_REDUCE", 1 << 26)
     net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [50], "latency": [500]})
     cfg = SystemConfig.from_dict({"preferred-dataset-splits": 4, "local-mem-bw": 1600,
-                                  "all-reduce-implementation": ["ring"]})
+                                  "all-reduce-implementation": ["ring"], **(system or {})})
     return run_simulation(spec, net, cfg, symmetry=False, **kw)
 
 
