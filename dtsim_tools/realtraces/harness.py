@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = Path(__file__).resolve().with_name("train.py")
-MODELS = ("lstm", "cnn_bn", "embbag_sparse", "embbag_dense", "fsdp1", "fsdp2", "grad_accum", "two_groups")
+MODELS = ("lstm", "cnn_bn", "embbag_sparse", "embbag_dense", "fsdp1", "fsdp2", "grad_accum", "two_groups", "pipeline")
 LAYOUT = "dtsim-realtraces/1"
 #: collectives the simulator runs (others, barrier / reduce / gather / scatter, stay host time)
 SIMULATED = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "BROADCAST", "SEND", "RECV")

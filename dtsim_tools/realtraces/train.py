@@ -15,6 +15,8 @@ Models (each a few ms to ~200 ms per step on a 2-core machine, 1 intra-op thread
 * ``fsdp2``         MLP under torch.distributed.fsdp.fully_shard, one unit per layer
 * ``grad_accum``    MLP, DDP, 2 micro-batches per step, the first under ``no_sync``
 * ``two_groups``    MLP, DDP, plus one all-reduce per step on a ``new_group`` pair ([0,1], [2,3], ...)
+* ``pipeline``      one MLP stage per rank, 4 micro-batches forward then backward, activations and
+                    gradients passed with blocking ``dist.send`` / ``dist.recv`` (no collective)
 
 One optimizer step per training step, so ``workload.collect run --step K`` profiles step K.
 ``--timing-dir DIR`` writes ``DIR/timing.{rank}.json``: every step's wall time (perf_counter).
@@ -33,10 +35,11 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-MODELS = ("lstm", "cnn_bn", "embbag_sparse", "embbag_dense", "fsdp1", "fsdp2", "grad_accum", "two_groups")
+MODELS = ("lstm", "cnn_bn", "embbag_sparse", "embbag_dense", "fsdp1", "fsdp2", "grad_accum", "two_groups",
+          "pipeline")
 #: default batch per rank
 BATCH = {"lstm": 16, "cnn_bn": 16, "embbag_sparse": 64, "embbag_dense": 64, "fsdp1": 32, "fsdp2": 32,
-         "grad_accum": 32, "two_groups": 32}
+         "grad_accum": 32, "two_groups": 32, "pipeline": 32}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -142,10 +145,39 @@ def build(model: str, world: int, rank: int):
                 if mine is not None:
                     stat.add_(1.0)
                     dist.all_reduce(stat, group=mine)
+    elif model == "pipeline":
+        net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
+        make = lambda b: ((torch.randn(b, 256),), None)  # noqa: E731
     else:  # pragma: no cover - argparse refuses it
         raise ValueError(model)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     return net, opt, make, extra
+
+
+def pipeline_step(stage: nn.Module, inputs: list[torch.Tensor], rank: int, world: int) -> None:
+    """Stage ``rank`` of a ``world``-stage pipeline: every micro-batch forward (receiving the
+    activation from the stage before, sending its own on), then every one backward in reverse
+    (receiving the gradient from the stage after, sending the input's back)."""
+    ins, outs = [], []
+    for x in inputs:
+        if rank > 0:
+            x = torch.empty_like(x)
+            dist.recv(x, rank - 1)
+        x.requires_grad_()
+        y = stage(x)
+        ins.append(x)
+        outs.append(y)
+        if rank < world - 1:
+            dist.send(y.detach(), rank + 1)
+    for x, y in zip(reversed(ins), reversed(outs)):
+        if rank == world - 1:
+            y.pow(2).mean().backward()
+        else:
+            grad = torch.empty_like(y)
+            dist.recv(grad, rank + 1)
+            y.backward(grad)
+        if rank > 0:
+            dist.send(x.grad.contiguous(), rank - 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,13 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed + rank)
     batch = args.batch or BATCH[args.model]
     net, opt, make, extra = build(args.model, world, rank)
-    micro = 2 if args.model == "grad_accum" else 1
+    micro = {"grad_accum": 2, "pipeline": 4}.get(args.model, 1)
     walls: list[float] = []
     for _ in range(args.steps):
         data = [make(batch) for _ in range(micro)]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        for k, (inputs, target) in enumerate(data):
+        if args.model == "pipeline":
+            pipeline_step(net, [inputs[0] for inputs, _ in data], rank, world)
+        for k, (inputs, target) in enumerate(data if args.model != "pipeline" else ()):
             if k < micro - 1:
                 with net.no_sync():
                     F.cross_entropy(net(*inputs), target).backward()

@@ -215,3 +215,45 @@ def test_run_under_torchrun(tmp_path) -> None:
             break
     assert code == 0, f"tries: {tries}\n" + err.decode(errors="replace")[-3000:]
     _check_counts(_convert_and_simulate(out, 2, tmp_path), out, 2)
+
+
+@pytest.mark.slow
+def test_a_real_pipeline_blocking_on_send_and_recv_is_not_host_time(tmp_path) -> None:
+    """Two pipeline stages of dtsim_tools/realtraces/train.py pass activations and gradients with
+    blocking ``dist.send`` / ``dist.recv``. gloo records each on the calling thread until ``wait()``
+    returned: time the rank was blocked on its peer, which the SEND and RECV nodes simulate. Each
+    rank's CPU nodes then hold its step less those records (they held the whole step: the
+    transfers counted twice), no CPU node is a gloo record, and every transfer is waited for."""
+    from chakra_proto import et_def_pb2 as pb
+    from workload.collect.world import free_port
+    from workload.graph import load_graph
+
+    train = Path(__file__).resolve().parents[2] / "dtsim_tools" / "realtraces" / "train.py"
+    for attempt in range(3):
+        out = tmp_path / f"traces{attempt}"
+        code, err = _torchrun(["--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "workload.collect",
+                               "run", "--step", "2", "--threads", "1", "--out", str(out), "--", str(train),
+                               "--model", "pipeline", "--steps", "3"], timeout_s=180)
+        if code == 0 or (code is not None and not any(s in err for s in TORCH_TEARDOWN_ABORTS)):
+            break
+    assert code == 0, err.decode(errors="replace")[-3000:]
+    prefix = tmp_path / "et" / "step"
+    assert convert_main(["pytorch", "--host-trace", str(out / "host.{rank}.json"), "--device-trace",
+                         str(out / "device.{rank}.json"), "--ranks", "2", "-o", str(prefix)]) == 0
+    for r in range(2):
+        events = _kineto(out, r)
+        (step,) = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+        lo, hi = step["ts"], step["ts"] + step["dur"]
+        blocked = sum(e["dur"] for e in events if e.get("tid") == step["tid"] and e.get("ph") == "X"
+                      and str(e.get("name", "")).startswith(("gloo:send", "gloo:recv")) and lo <= e["ts"] <= hi)
+        g = load_graph(tmp_path / "et" / f"step.{r}.et")
+        cpu = [n for n in g.nodes.values() if n.is_cpu_op]
+        assert not [n.name for n in cpu if n.name.startswith("gloo:")]
+        p2p = [n for n in g.nodes.values() if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
+        assert len(p2p) == 8                                            # 4 micro-batches, each way
+        waited = {p for n in g.nodes.values() for p in n.parents}
+        assert all(n.id in waited for n in p2p)
+        cpu_us = sum(n.duration_ns for n in cpu) / 1000
+        assert blocked > 0 and cpu_us <= step["dur"] - 0.9 * blocked, (r, cpu_us, step["dur"], blocked)
+    finish = run_simulation(prefix, _ring(tmp_path, 2)).finish_ns
+    assert len(finish) == 2 and min(finish) > 0

@@ -348,3 +348,47 @@ def test_a_rank_with_an_extra_collective_is_a_message_not_a_crash(tmp_path, caps
     err = capsys.readouterr().err
     assert "host.1.json" in err and "rank 1 runs 3 world collective(s) but rank 0" in err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def _p2p(r: _Rank, nid: int, kind: str, peer: int, ts: float, tensor: list, *, record_at: float,
+         record_dur: float) -> None:
+    """A blocking ``dist.send`` / ``dist.recv`` on gloo: the c10d op, then gloo's record on the
+    calling (main) thread, open from the transfer's start until ``wait()`` returned."""
+    op, arg = ("c10d::send", "dst") if kind == "send" else ("c10d::recv_", "src")
+    r.op(nid, op, 2, ts, 10, values=[[tensor], "<Object>", peer, 0],
+         types=["GenericList[Tensor(float)]", "Object", "Int", "Int"],
+         schema=f"{op}(Tensor[] tensors, {PG}, int {arg}, int tag) -> __torch__.torch.classes.c10d.Work")
+    r.op(nid + 1, f"gloo:{kind}", nid, record_at, record_dur, values=[tensor], types=["Tensor(float)"],
+         cat="user_annotation")
+
+
+def test_a_blocking_send_or_receive_on_the_main_thread_is_the_transfer_not_host_time(tmp_path) -> None:
+    """gloo records a send or receive on the thread that called it, from the transfer's start until
+    ``wait()`` returned: that span is the rank blocked on its peer, which the SEND/RECV node
+    simulates, not host time. Counted as host time it came after the transfer again (a real
+    2-stage pipeline: +24 %). Rank 1 receives what rank 0 sends after 1 ms of compute, so
+    rank 1's 1.1 ms receive record is waiting; the op after each record waits for its transfer."""
+    for rank in range(2):
+        r = _Rank(rank)
+        if rank == 0:
+            r.op(3, "aten::mul", 2, 0, 1_000, values=[_t(1, 1, 256)], types=["Tensor(float)"])
+            _p2p(r, 10, "send", 1, 1_000, _t(1, 1, 256), record_at=1_005, record_dur=100)
+            r.op(12, "aten::add", 2, 1_110, 100, values=[_t(3, 3, 256)], types=["Tensor(float)"])
+        else:
+            _p2p(r, 10, "recv", 0, 0, _t(2, 2, 256), record_at=5, record_dur=1_100)
+            r.op(12, "aten::add", 2, 1_110, 100, values=[_t(2, 2, 256)], types=["Tensor(float)"])
+        r.write(tmp_path, (0, 1_300))
+    assert _convert(tmp_path, tmp_path / "et" / "g") == 0
+    for rank, comm_type in ((0, pb.COMM_SEND_NODE), (1, pb.COMM_RECV_NODE)):
+        g = load_graph(tmp_path / "et" / f"g.{rank}.et")
+        cpu = {n.name: n for n in g.nodes.values() if n.is_cpu_op}
+        assert not [name for name in cpu if name.startswith("gloo:")], sorted(cpu)
+        (p2p,) = [n for n in g.nodes.values() if n.type == comm_type]
+        # host time after the record: the 5 us from its end to the add, and the add itself
+        assert cpu["aten::add"].duration_ns == 5_000 + 100_000
+        assert p2p.id in cpu["aten::add"].parents
+    network = tmp_path / "net.yml"
+    network.write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n")
+    res = run_simulation(str(tmp_path / "et" / "g"), str(network))
+    # rank 1 finishes ~0.1 ms after rank 0's send (1.01 ms in), as measured; 2.2 ms counted twice
+    assert 1_100_000 < max(res.finish_ns) < 1_300_000, res.finish_ns
