@@ -392,3 +392,73 @@ def test_a_blocking_send_or_receive_on_the_main_thread_is_the_transfer_not_host_
     res = run_simulation(str(tmp_path / "et" / "g"), str(network))
     # rank 1 finishes ~0.1 ms after rank 0's send (1.01 ms in), as measured; 2.2 ms counted twice
     assert 1_100_000 < max(res.finish_ns) < 1_300_000, res.finish_ns
+
+
+TP_DP = [{"pg_name": "0", "ranks": [0, 1, 2, 3], "pg_size": 4}, {"pg_name": "1", "ranks": [0, 1], "pg_size": 2},
+         {"pg_name": "2", "ranks": [2, 3], "pg_size": 2}, {"pg_name": "3", "ranks": [0, 2], "pg_size": 2},
+         {"pg_name": "4", "ranks": [1, 3], "pg_size": 2}]
+
+
+def _tp_dp(folder: Path, host: str | None) -> None:
+    """Tensor-parallel pairs [0,1], [2,3] all-reduce an activation (the pairs 3 ms apart), then the
+    data-parallel pairs [0,2], [1,3] all-reduce two gradients; the world runs nothing. By threads,
+    kinds and sizes alone the first all-reduce could be one of the world's."""
+    for rank in range(4):
+        r = _Rank(rank, 4, [c for c in TP_DP if rank in c["ranks"]])
+        r.host_name = host
+        w0, t = 1000 + 10 * rank, (0 if rank < 2 else 3_000)
+        _allreduce(r, 10, 2, 100 + t, _t(1, 1, 1 << 14), record_at=110 + t, record_dur=400, worker=w0)
+        _allreduce(r, 20, 2, 6_000, _t(2, 2, 1 << 16), record_at=6_010, record_dur=400, worker=w0 + 5)
+        _allreduce(r, 30, 2, 6_500, _t(3, 3, 1 << 10), record_at=6_510, record_dur=50, worker=w0 + 6)
+        r.write(folder, (0, 7_000))
+
+
+@pytest.mark.parametrize("host, expect", [
+    ("vm", {0: ["1", "3", "3"], 1: ["1", "4", "4"], 2: ["2", "3", "3"], 3: ["2", "4", "4"]}),
+    (None, {r: ["", "", ""] for r in range(4)}),       # no shared clock: the world's, with a warning
+])
+def test_gloo_groups_told_apart_by_when_their_members_ran(tmp_path, capsys, host, expect) -> None:
+    """On one clock no member ends a collective before another starts it: pair [2,3]'s
+    all-reduce began 2.6 ms after pair [0,1]'s had ended, so they were not one world all-reduce
+    (which placed all five over the world, a 4-rank all-reduce for each pair's)."""
+    _tp_dp(tmp_path, host)
+    capsys.readouterr()
+    assert _convert(tmp_path, tmp_path / "et" / "g", ranks=4) == 0
+    for rank in range(4):
+        g = load_graph(tmp_path / "et" / f"g.{rank}.et")
+        pgs = [n.pg_name or "" for n in sorted(g.nodes.values(), key=lambda n: n.id) if n.type == pb.COMM_COLL_NODE]
+        assert pgs == expect[rank], rank
+    assert ("simulated over the world" in capsys.readouterr().err) == (host is None)
+
+
+def test_a_job_of_group_collectives_only_gets_a_fitted_network(tmp_path) -> None:
+    """The tensor- and data-parallel pairs' all-reduces are measurements too: a job with no
+    collective of the world still gets its PREFIX.network.yml, and it runs."""
+    _tp_dp(tmp_path, "vm")
+    assert _convert(tmp_path, tmp_path / "et" / "g", ranks=4) == 0
+    net = yaml.safe_load((tmp_path / "et" / "g.network.yml").read_text())
+    assert net["npus_count"] == [4] and "from 6 measured collective(s)" in net["description"]
+    assert max(run_simulation(str(tmp_path / "et" / "g"), str(tmp_path / "et" / "g.network.yml")).finish_ns) > 0
+
+
+def test_network_fit_recovers_a_known_ring_from_group_collectives(tmp_path) -> None:
+    """Times the simulator makes for collectives of pairs on Ring(4) at 3 GB/s and 20 us per hop
+    (a pair of neighbours and one two hops apart) are fitted back."""
+    keys = [("ALL_REDUCE", 1 << 16, (0, 1)), ("ALL_REDUCE", 1 << 20, (0, 2)), ("ALL_GATHER", 1 << 18, (1, 3)),
+            ("REDUCE_SCATTER", 1 << 21, (2, 3))]
+    sim = _Simulator(tmp_path, 4)
+    ms = [Measurement(k, s, sim.time_ns((k, s, g), 20_000.0, 3.0), None, g) for k, s, g in keys]
+    assert ms[1].time_ns != sim.time_ns(("ALL_REDUCE", 1 << 20), 20_000.0, 3.0)   # not the world's
+    fit = fit_network(ms, 4)
+    assert fit.bandwidth_gb_s == pytest.approx(3.0, rel=0.02) and fit.latency_ns == pytest.approx(20_000, rel=0.02)
+
+
+def test_collectives_of_disjoint_groups_do_not_share_a_busy_period() -> None:
+    m = [Measurement("ALL_REDUCE", 1, 100, 0, (0, 1)), Measurement("ALL_REDUCE", 2, 100, 50, (2, 3)),  # disjoint
+         Measurement("ALL_REDUCE", 3, 100, 90, (1, 3)),         # meets both, overlaps both
+         Measurement("ALL_REDUCE", 4, 10, 500, (0, 1)), Measurement("ALL_REDUCE", 5, 10, 505, (2, 3))]
+    alone, periods = busy_periods(m)
+    assert [[x.size for x in p] for p in periods] == [[1, 2, 3]]
+    assert sorted(x.size for x in alone) == [4, 5]
+    alone, periods = busy_periods([m[0], m[1]])
+    assert periods == [] and len(alone) == 2

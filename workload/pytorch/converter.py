@@ -75,12 +75,12 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         rank_graphs.append(rg)
         stats.append(rg.stats)
         warnings += _warnings(r, dev, rg.stats)
-    assign_gloo_groups(rank_graphs, groups)
+    hosts_seen = {dev.host_name for _, dev in pairs}
+    one_clock = len(hosts_seen) == 1 and None not in hosts_seen
+    assign_gloo_groups(rank_graphs, groups, one_clock)
     warnings += [w for r, rg in enumerate(rank_graphs) for w in _group_warning(r, rg.stats)]
     instances = align_instances(rank_graphs)
     harmonise_sparse(rank_graphs, instances)
-    hosts_seen = {dev.host_name for _, dev in pairs}
-    one_clock = len(hosts_seen) == 1 and None not in hosts_seen
     replay_broadcasts(rank_graphs, instances, one_clock)
     try:
         _check_agree(built, groups, hosts)
@@ -101,7 +101,7 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
         net_path = prefix.parent / f"{prefix.name}.network.yml"
         write_atomic(net_path, yaml.safe_dump(fit.network_dict(), sort_keys=False, width=1000))
     elif fit_net and ranks > 1:
-        warnings.append("no collective over every rank has a measured time: no PREFIX.network.yml written")
+        warnings.append("no collective was measured on every rank of its group: no PREFIX.network.yml written")
     return PyTorchConversion(prefix, ranks, et_paths, groups_path, stats, steps, warnings, net_path, fit)
 
 

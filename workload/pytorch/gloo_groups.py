@@ -12,6 +12,10 @@ group's collectives, the same kinds and sizes in the same order.
 Each rank's possible splits of its threads are enumerated; a split survives while every group it
 gives collectives to is matched, member by member, by a surviving split of every other member.
 Threads with consecutive ids were started together, by one group, so no split separates them.
+Where the ranks share a clock (one machine), the members' records of one collective must overlap in
+time too: no member ends a collective before every other member has started it. (Two tensor-parallel
+pairs each all-reducing once, on 4 ranks, are as consistent with one all-reduce of the world by
+kinds and sizes; the pairs ran theirs 3 ms apart.)
 Of the splits that survive, the one that uses the most groups is taken (the world alone is always
 consistent when every rank runs the same collectives, which says nothing). Where no split
 survives, or two that use as many groups disagree, the collectives stay the world's and the
@@ -29,8 +33,13 @@ from workload.pytorch.rank_graph import RankGraph
 _MAX_OPTIONS = 4096
 
 
-def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> int:
-    """Give the collectives that name no group the group their thread belongs to (in place).
+#: how far apart two records may seem on one clock and still be one collective (Kineto's microseconds)
+_CLOCK_SLACK_NS = 1_000
+
+
+def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups, one_clock: bool = False) -> int:
+    """Give the collectives that name no group the group their thread belongs to (in place);
+    ``one_clock``: the ranks' traces share a clock, so a collective's records must overlap.
     Returns how many collectives were placed in a group other than the world."""
     if not groups.non_world():
         return 0
@@ -50,13 +59,15 @@ def assign_gloo_groups(rank_graphs: list[RankGraph], groups: ProcessGroups) -> i
                 break
             of_thread = {t: mine[i] for t, i in split.items()}
             seqs = {g: tuple((c.kind, c.size) for c in recs if of_thread[c.thread] == g) for g in mine}
-            opts.append(_Split(of_thread, seqs))
+            spans = {g: tuple(c.span if one_clock else None for c in recs if of_thread[c.thread] == g) for g in mine}
+            opts.append(_Split(of_thread, seqs, spans))
         options[rg.rank] = opts
     changed = True
     while changed:
         changed = False
         for r, opts in options.items():
-            kept = [o for o in opts if all(any(p.seqs.get(g) == seq for p in options[m])
+            kept = [o for o in opts if all(any(p.seqs.get(g) == seq and _together(o.spans[g], p.spans[g])
+                                               for p in options[m])
                                            for g, seq in o.seqs.items() for m in members[g] if m != r)]
             if len(kept) != len(opts):
                 options[r], changed = kept, True
@@ -90,10 +101,19 @@ class _Split:
 
     of_thread: dict[tuple, str]
     seqs: dict[str, tuple]
+    spans: dict[str, tuple]   # each collective's (start, end) on the shared clock, or None
+
 
     @property
     def groups_used(self) -> int:
         return sum(1 for seq in self.seqs.values() if seq)
+
+
+def _together(mine: tuple, theirs: tuple) -> bool:
+    """Whether each collective's records on two ranks overlap in time (as they must: neither rank
+    ends it before the other starts it), where both were measured on one clock."""
+    return all(a is None or b is None or (a[0] <= b[1] + _CLOCK_SLACK_NS and b[0] <= a[1] + _CLOCK_SLACK_NS)
+               for a, b in zip(mine, theirs))
 
 
 def _tid(thread: tuple) -> tuple:

@@ -11,8 +11,9 @@ k-th on every other member. Across ranks an instance gives:
   slowest rank's worker thread included); across machines, whose clocks differ, the shortest span
   over the ranks (the last to arrive waited for no one);
 * the time of a broadcast, which the simulator replays locally (it sends no messages);
-* the measurements that the network fit takes (network_fit.py): the world's dense collectives, with
-  the last arrival on the shared clock (which collectives overlapped: busy periods). A
+* the measurements that the network fit takes (network_fit.py): the dense collectives of the world
+  and of every group whose members all measured them, with the last arrival on the shared clock
+  (which collectives overlapped: busy periods). A
   sparse all-reduce is left out: gloo merges what it gathers on its worker thread (coalescing,
   sorting, summing), 10-30 times the time of a dense all-reduce of the same bytes on the traces we
   have, which is not the network's time.
@@ -87,17 +88,20 @@ def replay_broadcasts(rank_graphs: list[RankGraph], instances: list[Instance], o
 
 def world_measurements(rank_graphs: list[RankGraph], instances: list[Instance],
                        groups: ProcessGroups, one_clock: bool) -> list[Measurement]:
-    """Each world collective measured on every rank: its size and its time (collective_time)."""
+    """Each dense collective measured on every member of its group: its size, its group's ranks
+    (None: the world) and its time (collective_time). A job whose only collectives are on groups
+    (tensor- and data-parallel pairs) is fitted from those."""
     world = len(rank_graphs)
     out = []
     for inst in instances:
         rec = next(iter(inst.values()))
-        if (rec.kind not in _FITTED or groups.pg_attr(rec.group) is not None or len(inst) != world
+        members = None if groups.pg_attr(rec.group) is None else tuple(sorted(groups.members[rec.group]))
+        if (rec.kind not in _FITTED or len(inst) != (world if members is None else len(members))
                 or any(r.sparse for r in inst.values())):
             continue
         ns = collective_time(inst, one_clock)
         if ns and len({r.size for r in inst.values()}) == 1:
             spans = [r.span for r in inst.values()]
             start = max(sp[0] for sp in spans) if one_clock and None not in spans else None
-            out.append(Measurement(rec.kind, rec.size, ns, start))
+            out.append(Measurement(rec.kind, rec.size, ns, start, members))
     return out

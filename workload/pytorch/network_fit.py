@@ -33,8 +33,10 @@ first arrival, with a_k the arrivals and T_j the collectives' times alone, whate
 the sharing (any work-conserving discipline ends a busy period at the same time). A collective
 that overlaps nothing is its own busy period, so the fit above is the special case.
 
-Only collectives over every rank are fitted (the ring is the world's); broadcasts are replayed
-locally with their measured time instead (the simulator sends no messages for them).
+The collectives of the world and of every process group are fitted, each simulated on its own
+ranks of the ring (a tensor-parallel pair, a data-parallel pair); two collectives share a busy
+period only where they overlap in time and have a rank in common. Broadcasts are replayed locally
+with their measured time instead (the simulator sends no messages for them).
 """
 from __future__ import annotations
 
@@ -62,6 +64,12 @@ class Measurement:
     size: int              # comm_size as written (an all-gather's per-rank input)
     time_ns: int           # from the last rank's arrival (measured.collective_time)
     start_ns: int | None = None     # that arrival on the ranks' shared clock (None: no shared clock)
+    members: tuple[int, ...] | None = None     # the group's ranks; None: every rank
+
+    @property
+    def key(self) -> tuple[str, int, tuple[int, ...]]:
+        """What one simulation measures: kind, size and ranks (() for every rank)."""
+        return (self.kind, self.size, self.members or ())
 
 
 @dataclass(frozen=True)
@@ -104,12 +112,12 @@ def fit_network(measurements: list[Measurement], npus: int) -> NetworkFit | None
     ms = [m for m in measurements if m.time_ns > 0]
     if not ms:
         return None
-    keys = sorted({(m.kind, m.size) for m in ms})
+    keys = sorted({m.key for m in ms})
     column = {k: i for i, k in enumerate(keys)}
     alone, periods = busy_periods(ms)
     groups: dict[int, list[int]] = {}
     for m in alone:
-        groups.setdefault(column[(m.kind, m.size)], []).append(m.time_ns)
+        groups.setdefault(column[m.key], []).append(m.time_ns)
     single_cols = np.array(sorted(groups), int)
     target = np.array([statistics.fmean(groups[c]) for c in single_cols], float)
     weight = np.array([len(groups[c]) for c in single_cols], float)
@@ -150,20 +158,26 @@ def fit_network(measurements: list[Measurement], npus: int) -> NetworkFit | None
 
 
 def busy_periods(ms: list[Measurement]) -> tuple[list[Measurement], list[list[Measurement]]]:
-    """The measurements that overlap no other, and the maximal runs of overlapping ones (in order of
-    arrival); without a shared clock (no start) every measurement stands alone."""
+    """The measurements that overlap no other, and the maximal sets of overlapping ones (each in
+    order of arrival); two overlap where their spans do and their ranks meet (collectives of
+    disjoint groups do not wait for each other). Without a shared clock (no start) every
+    measurement stands alone."""
     timed = sorted((m for m in ms if m.start_ns is not None), key=lambda m: m.start_ns)
-    runs: list[list[Measurement]] = []
-    end = -math.inf
+    runs: list[tuple[list[Measurement], float, set[int] | None]] = []   # (members, end, ranks: None = all)
     for m in timed:
-        if runs and m.start_ns < end:
-            runs[-1].append(m)
-            end = max(end, m.start_ns + m.time_ns)
-        else:
-            runs.append([m])
-            end = m.start_ns + m.time_ns
-    alone = [m for m in ms if m.start_ns is None] + [r[0] for r in runs if len(r) == 1]
-    periods = [r for r in runs if len(r) > 1]
+        ranks = None if m.members is None else set(m.members)
+        joined = [k for k, (_, end, rs) in enumerate(runs)
+                  if m.start_ns < end and (ranks is None or rs is None or ranks & rs)]
+        run, end = [m], m.start_ns + m.time_ns
+        for k in reversed(joined):              # merge every run it meets, in arrival order
+            other, other_end, rs = runs.pop(k)
+            run = other + run
+            end = max(end, other_end)
+            ranks = None if ranks is None or rs is None else ranks | rs
+        run.sort(key=lambda x: x.start_ns)
+        runs.append((run, end, ranks))
+    alone = [m for m in ms if m.start_ns is None] + [r[0] for r, _, _ in runs if len(r) == 1]
+    periods = [r for r, _, _ in runs if len(r) > 1]
     return alone, periods
 
 
@@ -172,7 +186,7 @@ class _Period:
 
     def __init__(self, run: list[Measurement], column: dict[tuple[str, int], int]) -> None:
         first = run[0].start_ns
-        self.cols = np.array([column[(m.kind, m.size)] for m in run], int)
+        self.cols = np.array([column[m.key] for m in run], int)
         self.arrivals = np.array([m.start_ns - first for m in run], float)
         self.measured = float(max(m.start_ns + m.time_ns for m in run) - first)
 
@@ -182,21 +196,43 @@ class _Period:
 
 
 class _Simulator:
-    """One collective on Ring(npus), simulated with the default system configuration."""
+    """One collective on Ring(npus), simulated with the default system configuration: over every
+    rank, or over a group's ranks (the others run nothing)."""
 
     def __init__(self, tmp: Path, npus: int) -> None:
         from system.config import SystemConfig   # here: the simulator loads workloads, i.e. this package
         self.tmp, self.npus = tmp, npus
-        self._workloads: dict[tuple[str, int], str] = {}
+        self._workloads: dict[tuple, tuple[str, str | None]] = {}
         self._system = SystemConfig.default()
 
-    def time_ns(self, key: tuple[str, int], latency_ns: float, bandwidth_gb_s: float) -> int:
+    def time_ns(self, key: tuple, latency_ns: float, bandwidth_gb_s: float) -> int:
+        """``key``: (kind, size) or (kind, size, ranks), ranks () for every rank."""
         if key not in self._workloads:
-            self._workloads[key] = write_collective_microbenchmark(self.tmp / f"{key[0].lower()}_{key[1]}", 1,
-                                                                   key[0], key[1], shared=True)
+            self._workloads[key] = self._write(key[0], key[1], tuple(key[2]) if len(key) > 2 else ())
+        workload, groups = self._workloads[key]
         net = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [self.npus],
                                        "bandwidth": [bandwidth_gb_s], "latency": [latency_ns]})
         from system.simulation import run_simulation
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return run_simulation(self._workloads[key], net, self._system, backend=BACKEND).end_ns
+            return run_simulation(workload, net, self._system, backend=BACKEND, comm_groups=groups).end_ns
+
+    def _write(self, kind: str, size: int, ranks: tuple[int, ...]) -> tuple[str, str | None]:
+        name = f"{kind.lower()}_{size}"
+        if not ranks:
+            return write_collective_microbenchmark(self.tmp / name, 1, kind, size, shared=True), None
+        import json
+
+        from workload.builder import GraphBuilder
+
+        prefix = self.tmp / f"{name}_{'-'.join(map(str, ranks))}"
+        for r in range(self.npus):
+            b = GraphBuilder()
+            if r in ranks:
+                b.collective(kind, kind, size, pg_name="1")
+            else:   # a rank outside the group: a 1 ns node (a file needs one)
+                b.comp("idle", 1, [])
+            b.write(prefix, r)
+        groups = Path(f"{prefix}.groups.json")
+        groups.write_text(json.dumps({"1": list(ranks)}))
+        return str(prefix), str(groups)
