@@ -351,6 +351,7 @@ def _same_mapped(graph: Any, rep: Any, perm: list[int], gperm: dict[int, int]) -
     if graph.order != rep.order or graph.unknown_peers:
         return False
     mine = graph.nodes
+    images: dict[str, int | None] = {}
     for nid, b in rep.nodes.items():
         a = mine[nid]
         t = a.type
@@ -376,7 +377,12 @@ def _same_mapped(graph: Any, rep: Any, perm: list[int], gperm: dict[int, int]) -
                 return False
             continue
         pa, pb_ = a.pg_name, b.pg_name
-        if pa in (None, "", "0") or pb_ in (None, "", "0") or gperm.get(int(pa)) != int(pb_):
+        if pa in (None, "", "0") or pb_ in (None, "", "0"):
+            return False
+        image = images.get(pa, -1)
+        if image == -1:
+            image = images[pa] = gperm.get(int(pa))
+        if image != int(pb_):
             return False
     return True
 
