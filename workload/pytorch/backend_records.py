@@ -4,18 +4,20 @@ A host backend (gloo) runs each collective on its own worker threads and records
 (``gloo:all_reduce``, ``gloo:all_gather``, ``gloo:sparse_all_reduce``); the dispatcher op
 (``c10d::allreduce_``) only queues it. The record's measured span is the collective's time on this
 rank, which the network fit needs (network_fit.py). Records are paired with operators by identity,
-not by the execution trace's parent links (which file a record under whatever op was open): a
-record that reads a tensor of the operator, among those that started after it; else one that
-reads as many bytes; else the next one (each process group runs its work first in, first out); an
-operator without tensors (a barrier) takes the next record without any. The record's kind need not be
-the operator's: gloo runs ``_reduce_scatter_base_`` as ``gloo:all_reduce``.
+not by the execution trace's parent links (which file a record under whatever op was open): among
+the records that started after it and whose kind can be the operator's (``backend_runs``: gloo runs
+``_reduce_scatter_base_`` as ``gloo:all_reduce``), one that reads a tensor of the operator; else one
+that reads as many bytes; else the next one (each process group runs its work first in, first out);
+an operator without tensors (a barrier) takes the next record without any. (By tensor alone, a
+reduce-scatter took the all-gather after it, which reads its output shard, while gloo's all-reduce
+read a copy of the input: both collectives' times were wrong, and the network fitted to them.)
 """
 from __future__ import annotations
 
 import math
 
 from workload.collect.execution_trace import EtNode, ExecutionTrace
-from workload.comm_names import BACKEND_PREFIXES, DTYPE_BYTES, tensor_records
+from workload.comm_names import BACKEND_PREFIXES, DTYPE_BYTES, backend_kind, backend_runs, dispatch_kind, tensor_records
 from workload.pytorch.device_trace import DeviceTrace, Span
 
 
@@ -43,6 +45,9 @@ def link_backend_records(et: ExecutionTrace, dev: DeviceTrace, ops: list[EtNode]
         recs = tensor_records(op.inputs.values)
         mine, size = {r[0] for r in recs}, sum(r[3] * r[4] for r in recs)
         later = [k for k in free if records[k][1].start_ns >= span.start_ns]
+        kind = dispatch_kind(op.name)
+        later = [k for k in later if kind is None or backend_kind(records[k][1].name) is None
+                 or backend_runs(kind, backend_kind(records[k][1].name))]
         pick = next((k for k in later if mine & ids[k]), None)
         if pick is None and size:
             pick = next((k for k in later if sizes[k] == size), None)

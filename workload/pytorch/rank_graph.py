@@ -81,6 +81,7 @@ class RankGraph:
         self._record_comm: dict[int, int] = {}      # id of a backend record's Span -> its transfer's node
         self._blocked: list[int] = []               # transfers the next CPU node waits for (the thread was blocked)
         self._carried_gap_ns = 0                    # host time before a record that is no CPU node
+        self._comm_end: dict[int, int] = {}         # transfer node -> its backend record's end (ns)
         self._sparse: SparseParts | None = None
 
     def build(self) -> GraphBuilder:
@@ -115,11 +116,15 @@ class RankGraph:
         host_comm = comm is not None and not nccl
         head_ns = self._until_backend_starts(u, pre_ns) if host_comm else pre_ns
         gap_ns, self._carried_gap_ns = u.gap_ns + self._carried_gap_ns, 0
-        # a gap before a wait for a transfer was the wait, unless the thread's blocking record was
-        # (then the gap runs from the record's end: host time)
-        if not [d for d in deps if d not in self._blocked]:
-            pre_ns += gap_ns
-            head_ns += gap_ns
+        # a gap before a wait for a transfer was the wait until the transfer's record ended; what
+        # follows its end is the host's (waking the thread, the script's Python), and so is all of
+        # it where the thread's blocking record was the wait (the gap then runs from its end)
+        waited = [d for d in deps if d not in self._blocked]
+        if waited:
+            ends = [self._comm_end.get(d) for d in waited]
+            gap_ns = 0 if u.span is None or None in ends else min(gap_ns, max(0, u.span.start_ns - max(ends)))
+        pre_ns += gap_ns
+        head_ns += gap_ns
         cpu = self._cpu(u.name, head_ns, deps)
         if host_comm:
             self._host_collective(u, comm, cpu)
@@ -229,6 +234,7 @@ class RankGraph:
                 self.comms[-1].thread = rec.thread if rec is not None and rec is not u.span else None
             if rec is not None and rec is not u.span:
                 self._record_comm[id(rec)] = node
+                self._comm_end[node] = rec.end_ns
             for s in u.storages:
                 self.host_pending[s] = node
 
