@@ -508,3 +508,33 @@ def test_host_time_after_a_collective_ended_is_the_next_operators(tmp_path) -> N
     add = next(n for n in g.nodes.values() if n.name == "aten::add")
     (coll,) = [n for n in g.nodes.values() if n.type == pb.COMM_COLL_NODE]
     assert coll.id in add.parents and add.duration_ns == 300_000 + 100_000
+
+
+def test_a_pipeline_without_collectives_is_fitted_from_its_messages(tmp_path) -> None:
+    """On one clock a send and its receive measure the network too: from the later of the two
+    records' starts to the receive's end (a pipeline passes activations and gradients this way,
+    and had no network fitted, simulating on a 50 GB/s ring: a real 2-stage run -22.7 %)."""
+    for rank in range(2):
+        r = _Rank(rank)
+        r.host_name = "vm"
+        for k, size in enumerate((1 << 14, 1 << 18)):
+            t = 2_000 * k
+            if rank == 0:
+                _p2p(r, 10 + 10 * k, "send", 1, 100 + t, _t(1 + k, 1 + k, size), record_at=105 + t, record_dur=50)
+            else:   # posted first: the transfer runs from the send's record (105) to the receive's end
+                _p2p(r, 10 + 10 * k, "recv", 0, t, _t(1 + k, 1 + k, size), record_at=5 + t,
+                     record_dur=100 + 100 * (k + 1))
+        r.write(tmp_path, (0, 4_000))
+    conv = convert_pytorch(str(tmp_path / "host.{rank}.json"), str(tmp_path / "device.{rank}.json"), 2,
+                           tmp_path / "et" / "g")
+    assert conv.network_path is not None
+    assert sorted((p[0], p[1], p[2]) for p in conv.network_fit.points) == \
+        [("SEND_RECV", 1 << 16, 100_000.0), ("SEND_RECV", 1 << 20, 200_000.0)]
+
+
+def test_network_fit_recovers_a_known_ring_from_messages(tmp_path) -> None:
+    keys = [("SEND_RECV", 1 << 16, (0, 1)), ("SEND_RECV", 1 << 20, (0, 1)), ("SEND_RECV", 1 << 18, (2, 0))]
+    sim = _Simulator(tmp_path, 4)
+    ms = [Measurement(k, s, sim.time_ns((k, s, g), 20_000.0, 3.0), None, g) for k, s, g in keys]
+    fit = fit_network(ms, 4)
+    assert fit.bandwidth_gb_s == pytest.approx(3.0, rel=0.02) and fit.latency_ns == pytest.approx(20_000, rel=0.02)

@@ -28,7 +28,8 @@ from workload.pytorch.files import DEVICE, HOST, load_json, rank_paths
 from workload.pytorch.gloo_groups import assign_gloo_groups
 from workload.pytorch.groups import ProcessGroups
 from workload.pytorch.kineto_check import check_against_kineto
-from workload.pytorch.measured import align_instances, harmonise_sparse, replay_broadcasts, world_measurements
+from workload.pytorch.measured import (align_instances, harmonise_sparse, p2p_measurements, replay_broadcasts,
+                                       world_measurements)
 from workload.pytorch.nesting import renest
 from workload.pytorch.network_fit import NetworkFit, fit_network
 from workload.pytorch.rank_graph import RankGraph, RankStats
@@ -95,13 +96,15 @@ def convert_pytorch(host_pattern: str, device_pattern: str, ranks: int,
     groups_path = prefix.parent / f"{prefix.name}.comm_groups.json"
     write_atomic(groups_path, json.dumps(groups.comm_groups(), indent=1) + "\n")
     steps = [max((s.dur_ns for s in dev.steps), default=None) for _, dev in pairs]
-    fit = fit_network(world_measurements(rank_graphs, instances, groups, one_clock), ranks) if fit_net else None
+    fit = fit_network(world_measurements(rank_graphs, instances, groups, one_clock)
+                      + p2p_measurements(rank_graphs, one_clock), ranks) if fit_net else None
     net_path = None
     if fit is not None:
         net_path = prefix.parent / f"{prefix.name}.network.yml"
         write_atomic(net_path, yaml.safe_dump(fit.network_dict(), sort_keys=False, width=1000))
     elif fit_net and ranks > 1:
-        warnings.append("no collective was measured on every rank of its group: no PREFIX.network.yml written")
+        warnings.append("no collective was measured on every rank of its group, and no send with its receive on "
+                        "one clock: no PREFIX.network.yml written")
     return PyTorchConversion(prefix, ranks, et_paths, groups_path, stats, steps, warnings, net_path, fit)
 
 

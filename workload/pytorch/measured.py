@@ -25,7 +25,7 @@ import math
 from chakra_proto.attrs import attr_uint64
 from workload.pytorch.groups import ProcessGroups
 from workload.pytorch.network_fit import Measurement
-from workload.pytorch.rank_graph import CommRecord, RankGraph
+from workload.pytorch.rank_graph import RECV, SEND, CommRecord, RankGraph
 
 Instance = dict[int, CommRecord]      # rank -> its record of the collective
 _FITTED = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
@@ -105,3 +105,27 @@ def world_measurements(rank_graphs: list[RankGraph], instances: list[Instance],
             start = max(sp[0] for sp in spans) if one_clock and None not in spans else None
             out.append(Measurement(rec.kind, rec.size, ns, start, members))
     return out
+
+
+def p2p_measurements(rank_graphs: list[RankGraph], one_clock: bool) -> list[Measurement]:
+    """Each send measured with its receive, where the ranks share a clock: the n-th send from s to
+    d with a tag and size pairs with the n-th such receive on d (as the simulator pairs them), and
+    the transfer runs from the later of the two records' starts to the receive's end. A pipeline
+    passes its activations and gradients this way, with no collective to fit the network to."""
+    if not one_clock:
+        return []
+    sends: dict[tuple, list] = {}
+    recvs: dict[tuple, list] = {}
+    for rg in rank_graphs:
+        for rec in rg.p2p:
+            (sends if rec.kind == SEND else recvs).setdefault((rec.src, rec.dst, rec.tag, rec.size), []).append(rec)
+    out = []
+    for key, mine in sends.items():
+        for s, r in zip(mine, recvs.get(key, ())):
+            if s.span is None or r.span is None:
+                continue
+            start = max(s.span[0], r.span[0])
+            if r.span[1] > start:
+                out.append(Measurement("SEND_RECV", key[3], r.span[1] - start, start, (key[0], key[1])))
+    return out
+

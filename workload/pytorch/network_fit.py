@@ -34,7 +34,9 @@ the sharing (any work-conserving discipline ends a busy period at the same time)
 that overlaps nothing is its own busy period, so the fit above is the special case.
 
 The collectives of the world and of every process group are fitted, each simulated on its own
-ranks of the ring (a tensor-parallel pair, a data-parallel pair); two collectives share a busy
+ranks of the ring (a tensor-parallel pair, a data-parallel pair), and so are the messages of sends
+and receives, from the later of the two records' starts to the receive's end, where the ranks share
+a clock (a pipeline's activations and gradients); two measurements share a busy
 period only where they overlap in time and have a rank in common. Broadcasts are replayed locally
 with their measured time instead (the simulator sends no messages for them).
 """
@@ -60,11 +62,11 @@ _PROBES = ((1000.0, 10.0), (5000.0, 10.0), (1000.0, 2.0))      # (latency ns, ba
 
 @dataclass(frozen=True)
 class Measurement:
-    kind: str              # ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL
+    kind: str              # ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL; SEND_RECV: one message
     size: int              # comm_size as written (an all-gather's per-rank input)
     time_ns: int           # from the last rank's arrival (measured.collective_time)
     start_ns: int | None = None     # that arrival on the ranks' shared clock (None: no shared clock)
-    members: tuple[int, ...] | None = None     # the group's ranks; None: every rank
+    members: tuple[int, ...] | None = None     # the group's ranks (a message's: source, destination); None: every rank
 
     @property
     def key(self) -> tuple[str, int, tuple[int, ...]]:
@@ -228,11 +230,17 @@ class _Simulator:
         prefix = self.tmp / f"{name}_{'-'.join(map(str, ranks))}"
         for r in range(self.npus):
             b = GraphBuilder()
-            if r in ranks:
+            if kind == "SEND_RECV" and r == ranks[0]:       # one message from ranks[0] to ranks[1]
+                b.send("send", ranks[0], ranks[1], size, 0)
+            elif kind == "SEND_RECV" and r == ranks[1]:
+                b.recv("recv", ranks[0], ranks[1], size, 0)
+            elif kind != "SEND_RECV" and r in ranks:
                 b.collective(kind, kind, size, pg_name="1")
             else:   # a rank outside the group: a 1 ns node (a file needs one)
                 b.comp("idle", 1, [])
             b.write(prefix, r)
+        if kind == "SEND_RECV":
+            return str(prefix), None
         groups = Path(f"{prefix}.groups.json")
         groups.write_text(json.dumps({"1": list(ranks)}))
         return str(prefix), str(groups)

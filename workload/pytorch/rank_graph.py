@@ -65,6 +65,19 @@ class CommRecord:
     span: tuple[int, int] | None = None    # its start and end (ns, the trace's clock)
 
 
+@dataclass(slots=True)
+class P2PRecord:
+    """One send or receive as written, with its backend record's span (the trace's clock)."""
+
+    node_id: int
+    kind: str                  # SEND or RECV
+    src: int
+    dst: int
+    tag: int
+    size: int
+    span: tuple[int, int] | None = None
+
+
 class RankGraph:
     def __init__(self, rank: int, host: ExecutionTrace, dev: DeviceTrace, groups: ProcessGroups) -> None:
         self.rank, self.host, self.dev, self.groups = rank, host, dev, groups
@@ -76,6 +89,7 @@ class RankGraph:
         self.host_pending: dict[int, int] = {}      # storage -> collective node the host must wait for
         self.device_pending: dict[int, int] = {}    # storage -> NCCL collective node
         self.comms: list[CommRecord] = []
+        self.p2p: list[P2PRecord] = []
         self.units: list[Unit] = []
         self._backend: dict = {}
         self._record_comm: dict[int, int] = {}      # id of a backend record's Span -> its transfer's node
@@ -232,6 +246,8 @@ class RankGraph:
                 self.comms[-1].measured_ns = rec.dur_ns if rec is not None else None
                 self.comms[-1].span = (rec.start_ns, rec.end_ns) if rec is not None else None
                 self.comms[-1].thread = rec.thread if rec is not None and rec is not u.span else None
+            if self.p2p and self.p2p[-1].node_id == node and rec is not None and rec is not u.span:
+                self.p2p[-1].span = (rec.start_ns, rec.end_ns)
             if rec is not None and rec is not u.span:
                 self._record_comm[id(rec)] = node
                 self._comm_end[node] = rec.end_ns
@@ -248,9 +264,11 @@ class RankGraph:
                 return None
             peer = self.groups.global_rank(comm.group_name, comm.peer)
             self.stats.collectives[kind] += 1
-            if kind == SEND:
-                return self.b.send(name[:_NAME_MAX], self.rank, peer, max(1, size), comm.tag, deps)
-            return self.b.recv(name[:_NAME_MAX], peer, self.rank, max(1, size), comm.tag, deps)
+            src, dst = (self.rank, peer) if kind == SEND else (peer, self.rank)
+            make = self.b.send if kind == SEND else self.b.recv
+            node = make(name[:_NAME_MAX], src, dst, max(1, size), comm.tag, deps)
+            self.p2p.append(P2PRecord(node, kind, src, dst, comm.tag, max(1, size)))
+            return node
         if kind not in SIMULATED:
             self.stats.skipped_comms[kind] += 1
             return None

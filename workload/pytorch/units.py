@@ -16,8 +16,9 @@ worker threads) is the collective's own work, which the network simulates: it is
 Other operators there (an autograd engine thread) stay host time.
 
 The time between two outermost operators of the main track (Python, the framework) is host time
-too and goes to the next unit, unless that unit waits for a collective: then it was the wait. On
-any other thread such a gap is the thread waiting for work, not work.
+too and goes to the next unit, unless that unit waits for a collective: then it was the wait until
+the collective's backend record ended, and host time after it (rank_graph.py). On any other thread
+such a gap is the thread waiting for work, not work.
 
 Units come in start order (``rf_id``, a process-wide counter) across all threads: the rank has one
 CPU slot, so the host threads' work is one chain.
